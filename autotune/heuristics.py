@@ -1,0 +1,44 @@
+"""Per-shape config choice: a small, explainable heuristic (the full tuner is a later issue)."""
+from __future__ import annotations
+
+from tritonml._config import ScanConfig
+
+from . import spaces
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def _gpu_programs_target(device) -> int:
+    try:
+        import torch
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        return 2 * sms
+    except Exception:
+        return spaces.GPU_MIN_PROGRAMS
+
+
+def scan_config(layout, device_type: str, device=None) -> ScanConfig:
+    """Pick regime and tile for a scan over ``layout`` (a ``tritonml._layout.AxisLayout``)."""
+    axis_len, inner_len = max(layout.axis_len, 1), max(layout.inner_len, 1)
+    on_gpu = device_type == "cuda"
+    budget = spaces.GPU_SCAN_TILE_ELEMENTS if on_gpu else spaces.CPU_SCAN_TILE_ELEMENTS
+    if layout.axis_is_contiguous:
+        regime = "rows"
+        cap = spaces.GPU_ROWS_MAX_BLOCK_AXIS if on_gpu else spaces.CPU_ROWS_MAX_BLOCK_AXIS
+        block_axis = min(next_pow2(axis_len), cap)
+        block_inner = min(next_pow2(inner_len), max(1, budget // block_axis))
+    else:
+        regime = "columns"
+        cap = spaces.GPU_COLUMNS_MAX_BLOCK_INNER if on_gpu else spaces.CPU_COLUMNS_MAX_BLOCK_INNER
+        block_inner = min(next_pow2(inner_len), cap)
+        block_axis = min(next_pow2(axis_len), max(1, budget // block_inner))
+    if on_gpu:
+        chains = layout.outer_len * -(-inner_len // block_inner)
+        lookback_axis = max(1, budget // block_inner)
+        if (chains < _gpu_programs_target(device)
+                and axis_len >= spaces.LOOKBACK_MIN_TILES * lookback_axis):
+            regime, block_axis = "lookback", lookback_axis
+    warps = 8 if block_axis * block_inner > spaces.GPU_EIGHT_WARPS_ABOVE else 4
+    return ScanConfig(regime, block_axis, block_inner, warps)

@@ -1,0 +1,13 @@
+"""tritonml: DirectML's scan and reduction operators as Triton kernels on torch tensors.
+
+CUDA tensors run compiled Triton; CPU tensors run the same kernels through Triton's interpreter
+(chosen at import, see ``tritonml._backend``).
+"""
+from . import _backend  # first: chooses compiled or interpreted Triton before triton is imported
+
+from .ops.scan import cumulative_product, cumulative_sum
+
+__version__ = "0.1.0"
+INTERPRET = _backend.INTERPRET
+
+__all__ = ["cumulative_sum", "cumulative_product", "INTERPRET", "__version__"]

@@ -1,0 +1,33 @@
+"""Address arithmetic shared by the kernels: a program's outer index to element offsets."""
+from .. import _backend  # noqa: F401
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def outer_offsets(outer_idx,
+                  size1, size2, size3, size4, size5,
+                  x_stride0, x_stride1, x_stride2, x_stride3, x_stride4, x_stride5,
+                  out_stride0, out_stride1, out_stride2, out_stride3, out_stride4, out_stride5):
+    """Offsets (x, out) of outer index ``outer_idx`` over up to six outer dims, outermost first.
+
+    ``size0`` is implied (the quotient that is left). Sizes of 1 are specialized to constants by
+    Triton, so unused dims cost nothing in compiled code.
+    """
+    rest = outer_idx
+    i5 = rest % size5
+    rest = rest // size5
+    i4 = rest % size4
+    rest = rest // size4
+    i3 = rest % size3
+    rest = rest // size3
+    i2 = rest % size2
+    rest = rest // size2
+    i1 = rest % size1
+    i0 = rest // size1
+    x_off = (i0 * x_stride0 + i1 * x_stride1 + i2 * x_stride2 + i3 * x_stride3 + i4 * x_stride4
+             + i5 * x_stride5)
+    out_off = (i0 * out_stride0 + i1 * out_stride1 + i2 * out_stride2 + i3 * out_stride3
+               + i4 * out_stride4 + i5 * out_stride5)
+    return x_off, out_off

@@ -1,0 +1,244 @@
+"""Scan kernels: running combine (sum, product, ...) along one axis.
+
+Two kernels, one algorithm each, parameterized by constexprs (combine function, identity,
+accumulator type, direction, exclusive, 64-bit indexing, tile shape):
+
+- ``scan_tiled_kernel`` (regimes "rows" and "columns"): each program owns one tile column of an
+  independent scan, ``[BLOCK_AXIS, BLOCK_INNER]`` at a time, and walks the axis carrying the tally.
+  With a contiguous axis the launcher picks a tall tile (many axis elements, few rows); with a
+  strided axis a wide tile whose loads coalesce along the contiguous inner dimension.
+- ``scan_lookback_kernel`` (regime "lookback"): few, long scans split across many programs in one
+  pass. Each program scans one tile, publishes the tile's aggregate, looks back over its
+  predecessors and publishes its inclusive prefix (single-pass "decoupled look-back").
+
+Both read every input element once and write every output element once. Direction is a flip of the
+tile order plus a reversed in-tile scan, so tiles stay aligned in memory in both directions.
+Exclusive results come from shifting the inclusive tile scan by one (``tl.gather``), never from
+subtracting or dividing.
+
+Determinism: the tally entering a tile is always the left fold, in traversal order, of the totals
+of the tiles before it. The tiled kernel computes it by construction; the look-back kernel folds
+the predecessors' aggregates forward from the nearest published prefix, which gives the same value
+whichever prefix it found. Both kernels therefore give bit-identical results for the same
+BLOCK_AXIS, run to run.
+"""
+from .. import _backend  # noqa: F401
+
+import triton
+import triton.language as tl
+
+from .combine import scan_along
+from .indexing import outer_offsets
+
+# Tile states in the look-back kernel's status words.
+STATE_EMPTY = tl.constexpr(0)      # nothing published yet (the workspace starts zeroed)
+STATE_AGGREGATE = tl.constexpr(1)  # the tile's own total is readable
+STATE_PREFIX = tl.constexpr(2)     # the inclusive prefix (everything up to and including it) is readable
+
+
+@triton.jit
+def _tile_scan(values, COMBINE: tl.constexpr, IDENTITY: tl.constexpr, REVERSE: tl.constexpr,
+               EXCLUSIVE: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """Scan one tile along dim 0.
+
+    values: [BLOCK_AXIS, BLOCK_INNER] in the accumulator type, IDENTITY where masked off.
+    Returns (partial [BLOCK_AXIS, BLOCK_INNER], total [1, BLOCK_INNER]): the in-tile inclusive or
+    exclusive scan, and the combine of the whole tile.
+    """
+    inclusive = scan_along(values, 0, COMBINE, reverse=REVERSE)
+    axis_idx = tl.arange(0, BLOCK_AXIS)[:, None]
+    # The traversal ends at the last row (forward) or the first (reverse): that row is the total.
+    if REVERSE:
+        end_row = 0
+    else:
+        end_row = BLOCK_AXIS - 1
+    total = tl.gather(inclusive, tl.full([1, BLOCK_INNER], end_row, tl.int32), 0)
+    if EXCLUSIVE:
+        # Shift by one along the traversal; the row where traversal starts gets the identity.
+        if REVERSE:
+            source = tl.minimum(axis_idx + 1, BLOCK_AXIS - 1)
+            starts = axis_idx == BLOCK_AXIS - 1
+        else:
+            source = tl.maximum(axis_idx - 1, 0)
+            starts = axis_idx == 0
+        shifted = tl.gather(inclusive, tl.broadcast_to(source, [BLOCK_AXIS, BLOCK_INNER]), 0)
+        partial = tl.where(starts, tl.full([BLOCK_AXIS, BLOCK_INNER], IDENTITY, shifted.dtype), shifted)
+    else:
+        partial = inclusive
+    return partial, total
+
+
+@triton.jit
+def _program_coordinates(chain, inner_len,
+                         outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
+                         x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3,
+                         x_outer_stride4, x_outer_stride5,
+                         out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
+                         out_outer_stride4, out_outer_stride5,
+                         x_inner_stride, out_inner_stride,
+                         INDEX_64: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """Map an independent scan ("chain": outer index x inner block) to its base offsets.
+
+    Returns (x_offsets [1, BLOCK_INNER], out_offsets [1, BLOCK_INNER], inner_mask [1, BLOCK_INNER]).
+    """
+    inner_blocks = tl.cdiv(inner_len, BLOCK_INNER)
+    outer_idx = chain // inner_blocks
+    inner_block = chain % inner_blocks
+    if INDEX_64:
+        outer_idx = outer_idx.to(tl.int64)
+        inner_block = inner_block.to(tl.int64)
+    x_base, out_base = outer_offsets(
+        outer_idx, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
+        x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
+        x_outer_stride5,
+        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3, out_outer_stride4,
+        out_outer_stride5)
+    inner_idx = inner_block * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :]
+    inner_mask = inner_idx < inner_len
+    return x_base + inner_idx * x_inner_stride, out_base + inner_idx * out_inner_stride, inner_mask
+
+
+@triton.jit
+def scan_tiled_kernel(
+    # pointers
+    x_ptr, out_ptr,
+    # sizes (outer_size0 is implied by the grid)
+    axis_len, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
+    # strides of x, in elements
+    x_axis_stride, x_inner_stride, x_outer_stride0, x_outer_stride1, x_outer_stride2,
+    x_outer_stride3, x_outer_stride4, x_outer_stride5,
+    # strides of out, in elements
+    out_axis_stride, out_inner_stride, out_outer_stride0, out_outer_stride1, out_outer_stride2,
+    out_outer_stride3, out_outer_stride4, out_outer_stride5,
+    # meta-parameters
+    COMBINE: tl.constexpr, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
+    REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, INDEX_64: tl.constexpr,
+    BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
+):
+    """One program per (outer index, block of BLOCK_INNER inner positions); grid = outer_len *
+    cdiv(inner_len, BLOCK_INNER). The program walks the whole axis in [BLOCK_AXIS, BLOCK_INNER]
+    tiles, carrying a [1, BLOCK_INNER] tally in ACC_DTYPE.
+    """
+    chain = tl.program_id(0)
+    x_offs, out_offs, inner_mask = _program_coordinates(
+        chain, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
+        x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
+        x_outer_stride5,
+        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
+        out_outer_stride4, out_outer_stride5, x_inner_stride, out_inner_stride,
+        INDEX_64, BLOCK_INNER)
+    n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)
+    carry = tl.full([1, BLOCK_INNER], IDENTITY, ACC_DTYPE)  # tally of the tiles already traversed
+    for step in range(0, n_tiles):
+        if REVERSE:
+            tile = n_tiles - 1 - step
+        else:
+            tile = step
+        axis_idx = tile * BLOCK_AXIS + tl.arange(0, BLOCK_AXIS)[:, None]  # [BLOCK_AXIS, 1]
+        if INDEX_64:
+            axis_idx = axis_idx.to(tl.int64)
+        mask = (axis_idx < axis_len) & inner_mask                           # [BLOCK_AXIS, BLOCK_INNER]
+        values = tl.load(x_ptr + x_offs + axis_idx * x_axis_stride, mask=mask, other=IDENTITY)
+        partial, total = _tile_scan(values.to(ACC_DTYPE), COMBINE, IDENTITY, REVERSE, EXCLUSIVE,
+                                    BLOCK_AXIS, BLOCK_INNER)
+        results = COMBINE(carry, partial)
+        carry = COMBINE(carry, total)
+        tl.store(out_ptr + out_offs + axis_idx * out_axis_stride,
+                 results.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _publish(values_ptr, status_ptr, slot, values, state, BLOCK_INNER: tl.constexpr):
+    """Write a tile's [1, BLOCK_INNER] values to its slot, then flip its state with release order."""
+    tl.store(values_ptr + slot * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :], values)
+    # Every thread's store must be ordered before the one thread that performs the release.
+    tl.debug_barrier()
+    tl.atomic_xchg(status_ptr + 1 + slot, state, sem="release", scope="gpu")
+
+
+@triton.jit
+def _read_published(values_ptr, slot, BLOCK_INNER: tl.constexpr):
+    # .cg: read from L2, where the publishing program's writes are, not from a stale L1 line.
+    return tl.load(values_ptr + slot * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :],
+                   cache_modifier=".cg")
+
+
+@triton.jit
+def _wait_for_state(status_ptr, slot):
+    state = tl.atomic_add(status_ptr + 1 + slot, 0, sem="acquire", scope="gpu")
+    while state == STATE_EMPTY:
+        state = tl.atomic_add(status_ptr + 1 + slot, 0, sem="acquire", scope="gpu")
+    return state
+
+
+@triton.jit
+def scan_lookback_kernel(
+    # pointers: data, then the zeroed status words ([0] is the ticket counter, [1 + slot] the
+    # state of each tile) and the per-tile aggregate and inclusive-prefix vectors
+    x_ptr, out_ptr, status_ptr, aggregate_ptr, prefix_ptr,
+    # sizes
+    axis_len, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
+    # strides of x, in elements
+    x_axis_stride, x_inner_stride, x_outer_stride0, x_outer_stride1, x_outer_stride2,
+    x_outer_stride3, x_outer_stride4, x_outer_stride5,
+    # strides of out, in elements
+    out_axis_stride, out_inner_stride, out_outer_stride0, out_outer_stride1, out_outer_stride2,
+    out_outer_stride3, out_outer_stride4, out_outer_stride5,
+    # meta-parameters
+    COMBINE: tl.constexpr, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
+    REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, INDEX_64: tl.constexpr,
+    BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr, PREFIX_EVERY: tl.constexpr,
+):
+    """One program per tile; grid = (independent scans) * cdiv(axis_len, BLOCK_AXIS).
+
+    Programs take tiles from a ticket counter, not from their program id: a program only ever
+    waits for tiles with smaller tickets, which belong to programs that have already started, so
+    no hardware scheduling order can deadlock it (and running programs in any order in the
+    interpreter gives the same result). PREFIX_EVERY=1 publishes every inclusive prefix; larger
+    values publish only every PREFIX_EVERY-th one, a test knob that forces long look-backs.
+    """
+    ticket = tl.atomic_add(status_ptr, 1)
+    n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)
+    chain = ticket // n_tiles
+    step = ticket % n_tiles  # position in traversal order; slot = ticket
+    if REVERSE:
+        tile = n_tiles - 1 - step
+    else:
+        tile = step
+    x_offs, out_offs, inner_mask = _program_coordinates(
+        chain, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
+        x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
+        x_outer_stride5,
+        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
+        out_outer_stride4, out_outer_stride5, x_inner_stride, out_inner_stride,
+        INDEX_64, BLOCK_INNER)
+    axis_idx = tile * BLOCK_AXIS + tl.arange(0, BLOCK_AXIS)[:, None]
+    if INDEX_64:
+        axis_idx = axis_idx.to(tl.int64)
+    mask = (axis_idx < axis_len) & inner_mask
+    values = tl.load(x_ptr + x_offs + axis_idx * x_axis_stride, mask=mask, other=IDENTITY)
+    partial, total = _tile_scan(values.to(ACC_DTYPE), COMBINE, IDENTITY, REVERSE, EXCLUSIVE,
+                                BLOCK_AXIS, BLOCK_INNER)
+
+    if step == 0:
+        carry = tl.full([1, BLOCK_INNER], IDENTITY, ACC_DTYPE)
+        _publish(prefix_ptr, status_ptr, ticket, total, STATE_PREFIX, BLOCK_INNER)
+    else:
+        _publish(aggregate_ptr, status_ptr, ticket, total, STATE_AGGREGATE, BLOCK_INNER)
+        # Walk back to the nearest published prefix...
+        found = ticket - 1
+        state = _wait_for_state(status_ptr, found)
+        while state != STATE_PREFIX:
+            found -= 1
+            state = _wait_for_state(status_ptr, found)
+        # ...then fold the aggregates after it forward, in traversal order: the same left fold
+        # the tiled kernel computes, whichever prefix was found.
+        carry = _read_published(prefix_ptr, found, BLOCK_INNER)
+        for slot in range(found + 1, ticket):
+            carry = COMBINE(carry, _read_published(aggregate_ptr, slot, BLOCK_INNER))
+        if step % PREFIX_EVERY == 0:
+            _publish(prefix_ptr, status_ptr, ticket, COMBINE(carry, total), STATE_PREFIX,
+                     BLOCK_INNER)
+    results = COMBINE(carry, partial)
+    tl.store(out_ptr + out_offs + axis_idx * out_axis_stride,
+             results.to(out_ptr.dtype.element_ty), mask=mask)

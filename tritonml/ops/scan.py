@@ -1,0 +1,114 @@
+"""Launchers for the cumulative operators (DirectML's CUMULATIVE_SUMMATION / CUMULATIVE_PRODUCT)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from .. import _layout, _trace
+from .._config import ScanConfig
+from .._dtypes import ACC_DTYPE, ACC_TORCH_DTYPE
+from ..kernels import combine as _combine
+from ..kernels.scan import scan_lookback_kernel, scan_tiled_kernel
+
+
+@dataclass(frozen=True)
+class ScanCombine:
+    """An associative combine function for scans: a ``@triton.jit`` function of (tally, value)
+    and its identity (the first value an exclusive scan writes, and the padding of partial tiles)."""
+    name: str
+    fn: object
+    identity: int
+
+
+SUM = ScanCombine("sum", _combine.add, 0)
+PRODUCT = ScanCombine("product", _combine.mul, 1)
+
+
+def _check_flag(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected a bool, got {type(value).__name__}")
+    return value
+
+
+def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse: bool = False,
+                    exclusive: bool = False, out: Optional[torch.Tensor] = None,
+                    config: Optional[ScanConfig] = None) -> torch.Tensor:
+    """Running ``combine`` of ``x`` along ``axis``; see ``tritonml.cumulative_sum``."""
+    # --- validate (nothing is launched or written before every check has passed) ---
+    _layout.check_tensor("x", x)
+    axis = _layout.normalize_axis(axis, x.dim())
+    reverse = _check_flag("reverse", reverse)
+    exclusive = _check_flag("exclusive", exclusive)
+    if not isinstance(combine, ScanCombine):
+        raise TypeError(f"combine: expected a ScanCombine, got {type(combine).__name__}")
+    if out is not None:
+        _layout.check_out(out, x, shape=x.shape, dtype=x.dtype, allow_alias_of=x)
+    if config is not None:
+        if not isinstance(config, ScanConfig):
+            raise TypeError(f"config: expected a ScanConfig, got {type(config).__name__}")
+        config.validate()
+    if out is None:
+        # Same strides as a dense x, so loads and stores coalesce along the same dimension.
+        out = torch.empty_like(x, memory_format=torch.preserve_format)
+    if x.numel() == 0:
+        return out
+
+    # --- canonicalize ---
+    layout = _layout.axis_layout(tuple(x.shape), x.stride(), out.stride(), axis)
+    if config is None:
+        from tritonml_autotune.heuristics import scan_config
+        config = scan_config(layout, x.device.type, x.device)
+
+    # --- launch ---
+    launch_scan(x, out, layout, combine, reverse=reverse, exclusive=exclusive, config=config)
+    return out
+
+
+def _layout_args(layout: _layout.AxisLayout):
+    return (layout.axis_len, layout.inner_len, *layout.outer_sizes[1:],
+            layout.x_axis_stride, layout.x_inner_stride, *layout.x_outer_strides,
+            layout.out_axis_stride, layout.out_inner_stride, *layout.out_outer_strides)
+
+
+def launch_scan(x, out, layout, combine: ScanCombine, *, reverse: bool, exclusive: bool,
+                config: ScanConfig) -> None:
+    """Launch the kernel ``config`` names over an already validated, canonical layout."""
+    chains = layout.outer_len * -(-layout.inner_len // config.block_inner)
+    meta = dict(COMBINE=combine.fn, IDENTITY=combine.identity, ACC_DTYPE=ACC_DTYPE[x.dtype],
+                REVERSE=reverse, EXCLUSIVE=exclusive, INDEX_64=layout.index_64,
+                BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
+                num_warps=config.num_warps)
+    if config.regime == "lookback":
+        tiles = chains * -(-layout.axis_len // config.block_axis)
+        acc_torch = ACC_TORCH_DTYPE[x.dtype]
+        status = torch.zeros(1 + tiles, dtype=torch.int32, device=x.device)
+        aggregates = torch.empty(tiles * config.block_inner, dtype=acc_torch, device=x.device)
+        prefixes = torch.empty(tiles * config.block_inner, dtype=acc_torch, device=x.device)
+        _trace.launch(scan_lookback_kernel, (tiles,), x, out, status, aggregates, prefixes,
+                      *_layout_args(layout), PREFIX_EVERY=config.prefix_every, **meta)
+    else:
+        _trace.launch(scan_tiled_kernel, (chains,), x, out, *_layout_args(layout), **meta)
+
+
+def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = False, exclusive: bool = False,
+                   out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Running sum of ``x`` along ``axis`` (DML_CUMULATIVE_SUMMATION_OPERATOR_DESC).
+
+    reverse: DML_AXIS_DIRECTION_DECREASING (sum from the end of the axis).
+    exclusive: HasExclusiveSum (each output excludes its own element; the first written is 0).
+    out: a tensor of x's shape, dtype and device to write into; may be ``x`` itself (in place).
+    Returns a tensor of x's shape and dtype. See docs/semantics.md for dtypes and edge cases.
+    """
+    return cumulative_scan(x, axis, SUM, reverse=reverse, exclusive=exclusive, out=out)
+
+
+def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = False,
+                       exclusive: bool = False, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Running product of ``x`` along ``axis`` (DML_CUMULATIVE_PRODUCT_OPERATOR_DESC).
+
+    reverse: DML_AXIS_DIRECTION_DECREASING. exclusive: HasExclusiveProduct (the first written is
+    1). out: as for ``cumulative_sum``.
+    """
+    return cumulative_scan(x, axis, PRODUCT, reverse=reverse, exclusive=exclusive, out=out)
