@@ -295,7 +295,7 @@ def _as_int(value, path: str) -> int:
 
 
 def _as_int_tuple(value, path: str) -> tuple:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+    if isinstance(value, (str, bytes, dict, set, frozenset)) or not isinstance(value, Iterable):
         raise DescriptorError.at(path, f"expected a list of integers, got {type(value).__name__} "
                                        f"{value!r}")
     return tuple(_as_int(v, f"{path}[{i}]") for i, v in enumerate(value))
@@ -598,8 +598,7 @@ class ReduceOperatorDesc(_OperatorDescBase):
 
 _SCAN_DESCS = (CumulativeSummationOperatorDesc, CumulativeProductOperatorDesc)
 OperatorDesc = Union[CumulativeSummationOperatorDesc, CumulativeProductOperatorDesc, ReduceOperatorDesc]
-_OPERATOR_CLASSES = {cls.OPERATOR_TYPE: cls for cls in
-                     (CumulativeSummationOperatorDesc, CumulativeProductOperatorDesc, ReduceOperatorDesc)}
+_OPERATOR_CLASSES = {cls.OPERATOR_TYPE: cls for cls in _SCAN_DESCS + (ReduceOperatorDesc,)}
 
 
 # ============================================================================================
@@ -775,8 +774,9 @@ def _tensor_problems(t: TensorDesc, path: str, *, is_output: bool) -> list:
                                                   f"({rank}), got {len(t.strides)}"))
         for i, stride in enumerate(t.strides):
             if stride < 0:
-                problems.append(Problem(p(f"strides[{i}]"), f"strides are unsigned (in elements; 0 "
-                                                            f"broadcasts), so never negative; got {stride}"))
+                problems.append(Problem(p(f"strides[{i}]"),
+                                        f"strides are unsigned (in elements; 0 broadcasts), so never "
+                                        f"negative; got {stride}"))
             elif stride > UINT32_MAX:
                 problems.append(Problem(p(f"strides[{i}]"), f"must fit a UINT (<= {UINT32_MAX}), got "
                                                             f"{stride}"))
@@ -900,7 +900,8 @@ def _shape_problems(desc) -> list:
             if got != want:
                 why = ("a reduced axis has size 1" if want == 1 and i in getattr(desc, "axes", ())
                        else "must equal input_tensor.sizes[%d]" % i)
-                problems.append(Problem(f"output_tensor.sizes[{i}]", f"{why}: expected {want}, got {got}"))
+                problems.append(Problem(f"output_tensor.sizes[{i}]",
+                                        f"{why}: expected {want}, got {got}"))
     return problems
 
 
@@ -912,8 +913,8 @@ def validate(desc, feature_level: _LevelArg = DEFAULT_FEATURE_LEVEL) -> list:
     kernels take).
     """
     if not isinstance(desc, tuple(_OPERATOR_CLASSES.values())):
-        raise TypeError(f"desc: expected an operator desc ({', '.join(c.__name__ for c in _OPERATOR_CLASSES.values())}), "
-                        f"got {type(desc).__name__}")
+        names = ", ".join(c.__name__ for c in _OPERATOR_CLASSES.values())
+        raise TypeError(f"desc: expected an operator desc ({names}), got {type(desc).__name__}")
     level = _parse_level(feature_level)
     problems = _level_problems(desc, level)
     problems += _tensor_problems(desc.input_tensor, "input_tensor", is_output=False)
