@@ -1,7 +1,7 @@
 """Per-shape config choice: a small, explainable heuristic (the full tuner is a later issue)."""
 from __future__ import annotations
 
-from tritonml._config import ScanConfig
+from tritonml._config import MAX_REDUCE_SPLITS, ReduceConfig, ScanConfig
 
 from . import spaces
 
@@ -19,11 +19,12 @@ def _gpu_programs_target(device) -> int:
         return spaces.GPU_MIN_PROGRAMS
 
 
-def scan_config(layout, device_type: str, device=None) -> ScanConfig:
-    """Pick regime and tile for a scan over ``layout`` (a ``tritonml._layout.AxisLayout``)."""
+def scan_config(layout, device_type: str, device=None, acc_bytes: int = 8) -> ScanConfig:
+    """Pick regime and tile for a scan over ``layout`` (a ``tritonml._layout.AxisLayout``);
+    ``acc_bytes`` is the size of the accumulator type (``tritonml._dtypes.ACC_DTYPE``)."""
     axis_len, inner_len = max(layout.axis_len, 1), max(layout.inner_len, 1)
     on_gpu = device_type == "cuda"
-    budget = spaces.GPU_SCAN_TILE_ELEMENTS if on_gpu else spaces.CPU_SCAN_TILE_ELEMENTS
+    budget = spaces.GPU_SCAN_TILE_BYTES // acc_bytes if on_gpu else spaces.CPU_SCAN_TILE_ELEMENTS
     if layout.axis_is_contiguous:
         regime = "rows"
         cap = spaces.GPU_ROWS_MAX_BLOCK_AXIS if on_gpu else spaces.CPU_ROWS_MAX_BLOCK_AXIS
@@ -42,3 +43,37 @@ def scan_config(layout, device_type: str, device=None) -> ScanConfig:
             regime, block_axis = "lookback", lookback_axis
     warps = 8 if block_axis * block_inner > spaces.GPU_EIGHT_WARPS_ABOVE else 4
     return ScanConfig(regime, block_axis, block_inner, warps)
+
+
+def reduce_config(layout, device_type: str, device=None) -> ReduceConfig:
+    """Pick regime and tile for a reduction over ``layout`` (a ``tritonml.ops.reduce.ReduceLayout``).
+
+    The tile covers the contiguous side first: along the reduced positions when they are where the
+    memory runs ("rows"), else along the inner kept dim ("columns"); the rest of the element budget
+    goes to the other side. On a GPU, too few chains for the SMs and a long enough reduction switch
+    to "split".
+    """
+    red_len, inner_len = max(layout.red_len, 1), max(layout.inner_len, 1)
+    on_gpu = device_type == "cuda"
+    budget = spaces.GPU_REDUCE_TILE_ELEMENTS if on_gpu else spaces.CPU_REDUCE_TILE_ELEMENTS
+    if layout.reduction_is_contiguous:
+        regime = "rows"
+        cap = spaces.GPU_REDUCE_ROWS_MAX_BLOCK_AXIS if on_gpu else spaces.CPU_REDUCE_ROWS_MAX_BLOCK_AXIS
+        block_axis = min(next_pow2(red_len), cap)
+        block_inner = min(next_pow2(inner_len), max(1, budget // block_axis))
+    else:
+        regime = "columns"
+        cap = (spaces.GPU_REDUCE_COLUMNS_MAX_BLOCK_INNER if on_gpu
+               else spaces.CPU_REDUCE_COLUMNS_MAX_BLOCK_INNER)
+        block_inner = min(next_pow2(inner_len), cap)
+        block_axis = min(next_pow2(red_len), max(1, budget // block_inner))
+    splits = 1
+    if on_gpu:
+        chains = layout.outer_len * -(-inner_len // block_inner)
+        most = red_len // max(spaces.REDUCE_SPLIT_MIN_AXIS_PER_PROGRAM, block_axis)
+        wanted = -(-_gpu_programs_target(device) // chains)
+        if chains < _gpu_programs_target(device) and min(most, wanted) >= 2:
+            regime, splits = "split", min(most, wanted, MAX_REDUCE_SPLITS)
+    block_split = min(next_pow2(splits), max(1, budget // block_inner))
+    warps = 8 if on_gpu and block_axis * block_inner >= spaces.GPU_REDUCE_EIGHT_WARPS_FROM else 4
+    return ReduceConfig(regime, block_axis, block_inner, warps, splits, block_split)

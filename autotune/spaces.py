@@ -1,9 +1,10 @@
 """The numbers the heuristics use, as data, each with where it came from."""
 
-# Elements per scan tile on a GPU. A float32 scan accumulates in float64, so 4096 elements are 32 KiB
-# of registers per program: 64 registers per thread at 4 warps (the H100/A100 budget allows 255),
-# leaving room for the scan's shuffles. Larger tiles cut loop overhead but lower occupancy.
-GPU_SCAN_TILE_ELEMENTS = 4096
+# Accumulator bytes per scan tile on a GPU: 1024 elements of a float64/int64 accumulator, 2048 of a
+# float32 one. Read off the compiled code (tritonml._gpu_compile, sm_80/sm_90, 4 warps): 8 KiB tiles
+# take 50-170 registers per thread with no spills; 16 KiB tiles (4096 float32 summed in float64)
+# reached 255 registers with spills in the look-back kernel and took ptxas minutes.
+GPU_SCAN_TILE_BYTES = 8192
 # Widest tile along the contiguous axis ("rows"): 2048 elements is 16 per thread at 4 warps,
 # enough for 128-bit loads with several in flight per thread.
 GPU_ROWS_MAX_BLOCK_AXIS = 2048
@@ -23,3 +24,35 @@ GPU_EIGHT_WARPS_ABOVE = 2048
 CPU_SCAN_TILE_ELEMENTS = 1 << 16
 CPU_ROWS_MAX_BLOCK_AXIS = 1 << 14
 CPU_COLUMNS_MAX_BLOCK_INNER = 1 << 12
+
+# ---------------------------------------------------------------------------------------------
+# Reduce
+# ---------------------------------------------------------------------------------------------
+# Elements per reduce tile on a GPU. The running per-lane states are at most 16 bytes an element
+# (ARGMAX: value + index; a float32 SUM accumulates in float64): 4096 elements over 8 warps are 16
+# elements and at most 64 state registers per thread, with four 128-bit float32 loads in flight.
+GPU_REDUCE_TILE_ELEMENTS = 4096
+# Longest tile along a contiguous reduced axis ("rows"): the whole tile, so a long row is read in
+# 16 KiB float32 steps; short rows stack BLOCK_INNER of them per tile instead.
+GPU_REDUCE_ROWS_MAX_BLOCK_AXIS = 4096
+# Widest tile along a contiguous kept dim ("columns"): 256 float32 = 1 KiB, eight full 128-byte
+# lines per reduced step; the remaining 16 rows of the tile give each thread independent loads.
+GPU_REDUCE_COLUMNS_MAX_BLOCK_INNER = 256
+# "split": taken when the chains (outer x inner blocks) cannot fill the GPU (fewer than
+# 2 programs per SM, GPU_MIN_PROGRAMS without a device to ask). Each split program then folds at
+# least this many reduced positions per output, so the partial states it writes and the second
+# launch reads back (<= 2 x 16 bytes per output) stay under 1.6% of the input it reads even for
+# int8 input: that keeps the bytes moved within 1.05x of input + output.
+REDUCE_SPLIT_MIN_AXIS_PER_PROGRAM = 2048
+# Warps: 8 for tiles of at least this many elements, else 4 (a 1024-element tile is 8 per thread
+# at 4 warps).
+GPU_REDUCE_EIGHT_WARPS_FROM = 4096
+
+# Triton's interpreter (CPU): measured on a 2-core machine with triton 3.9, a tile load costs about
+# 0.2 us an element and each loop iteration about 1.5 ms and each program about 10 ms on top, so
+# tiles of 2**18 elements keep the fixed costs under 5% of a large reduction. The interpreter never
+# gains from "split" (programs run one after another), so the heuristic never picks it on the CPU;
+# tests force it with config=.
+CPU_REDUCE_TILE_ELEMENTS = 1 << 18
+CPU_REDUCE_ROWS_MAX_BLOCK_AXIS = 1 << 18
+CPU_REDUCE_COLUMNS_MAX_BLOCK_INNER = 1 << 16

@@ -13,8 +13,8 @@ accumulator type, direction, exclusive, 64-bit indexing, tile shape):
 
 Both read every input element once and write every output element once. Direction is a flip of the
 tile order plus a reversed in-tile scan, so tiles stay aligned in memory in both directions.
-Exclusive results come from shifting the inclusive tile scan by one (``tl.gather``), never from
-subtracting or dividing.
+Exclusive results come from shifting the loaded window by one element along the traversal (see
+``_scan_tile``), never from subtracting or dividing.
 
 Determinism: the tally entering a tile is always the left fold, in traversal order, of the totals
 of the tiles before it. The tiled kernel computes it by construction; the look-back kernel folds
@@ -37,35 +37,56 @@ STATE_PREFIX = tl.constexpr(2)     # the inclusive prefix (everything up to and 
 
 
 @triton.jit
-def _tile_scan(values, COMBINE: tl.constexpr, IDENTITY: tl.constexpr, REVERSE: tl.constexpr,
-               EXCLUSIVE: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
-    """Scan one tile along dim 0.
+def _scan_tile(x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride,
+               COMBINE: tl.constexpr, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
+               REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, INDEX_64: tl.constexpr,
+               BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """Load and scan one tile: axis positions [tile * BLOCK_AXIS, (tile + 1) * BLOCK_AXIS).
 
-    values: [BLOCK_AXIS, BLOCK_INNER] in the accumulator type, IDENTITY where masked off.
-    Returns (partial [BLOCK_AXIS, BLOCK_INNER], total [1, BLOCK_INNER]): the in-tile inclusive or
-    exclusive scan, and the combine of the whole tile.
+    Returns (partial, total, positions, mask): the in-tile inclusive or exclusive scan
+    [BLOCK_AXIS, BLOCK_INNER], the combine of the whole tile [1, BLOCK_INNER], the tile's axis
+    positions [BLOCK_AXIS, 1] and its valid-element mask [BLOCK_AXIS, BLOCK_INNER].
+
+    Exclusive: the loaded window is the tile's own elements shifted by one along the traversal
+    (position p reads p - 1 forward, p + 1 reverse; the row where traversal starts reads the
+    identity), so the inclusive scan of the window is the exclusive scan of the tile. The one
+    element the window leaves out (where traversal leaves the tile) is loaded as a row of its own
+    to complete the tile's total. Every element is read once, only by its own tile, so in-place
+    execution is safe, and no value is subtracted or divided out.
     """
-    inclusive = scan_along(values, 0, COMBINE, reverse=REVERSE)
-    axis_idx = tl.arange(0, BLOCK_AXIS)[:, None]
-    # The traversal ends at the last row (forward) or the first (reverse): that row is the total.
+    tile_start = tile * BLOCK_AXIS
+    positions = tile_start + tl.arange(0, BLOCK_AXIS)[:, None]            # [BLOCK_AXIS, 1]
+    if INDEX_64:
+        positions = positions.to(tl.int64)
+    mask = (positions < axis_len) & inner_mask                           # [BLOCK_AXIS, BLOCK_INNER]
     if REVERSE:
-        end_row = 0
+        end_row = 0                     # traversal leaves the tile at its first row...
+        shift = 1
     else:
-        end_row = BLOCK_AXIS - 1
-    total = tl.gather(inclusive, tl.full([1, BLOCK_INNER], end_row, tl.int32), 0)
+        end_row = BLOCK_AXIS - 1        # ...or at its last
+        shift = -1
     if EXCLUSIVE:
-        # Shift by one along the traversal; the row where traversal starts gets the identity.
-        if REVERSE:
-            source = tl.minimum(axis_idx + 1, BLOCK_AXIS - 1)
-            starts = axis_idx == BLOCK_AXIS - 1
-        else:
-            source = tl.maximum(axis_idx - 1, 0)
-            starts = axis_idx == 0
-        shifted = tl.gather(inclusive, tl.broadcast_to(source, [BLOCK_AXIS, BLOCK_INNER]), 0)
-        partial = tl.where(starts, tl.full([BLOCK_AXIS, BLOCK_INNER], IDENTITY, shifted.dtype), shifted)
+        window = positions + shift
+        tile_end = tl.minimum(tile_start + BLOCK_AXIS, axis_len)
+        window_mask = (window >= tile_start) & (window < tile_end) & inner_mask
     else:
-        partial = inclusive
-    return partial, total
+        window = positions
+        window_mask = mask
+    values = tl.load(x_ptr + x_offs + window * x_axis_stride, mask=window_mask).to(ACC_DTYPE)
+    # The identity is filled in after the conversion, not through ``other=``: the interpreter
+    # turns ``other=1`` for a bfloat16 load into the bit pattern 1 (a denormal), not the value 1.
+    values = tl.where(window_mask, values, tl.full(values.shape, IDENTITY, ACC_DTYPE))
+    partial = scan_along(values, 0, COMBINE, reverse=REVERSE)
+    total = tl.gather(partial, tl.full([1, BLOCK_INNER], end_row, tl.int32), 0)
+    if EXCLUSIVE:
+        last = tile_start + end_row + tl.arange(0, 1)[:, None]           # [1, 1]
+        if INDEX_64:
+            last = last.to(tl.int64)
+        last_mask = (last < axis_len) & inner_mask                       # [1, BLOCK_INNER]
+        last_values = tl.load(x_ptr + x_offs + last * x_axis_stride, mask=last_mask).to(ACC_DTYPE)
+        total = COMBINE(total, tl.where(last_mask, last_values,
+                                        tl.full(last_values.shape, IDENTITY, ACC_DTYPE)))
+    return partial, total, positions, mask
 
 
 @triton.jit
@@ -134,16 +155,12 @@ def scan_tiled_kernel(
             tile = n_tiles - 1 - step
         else:
             tile = step
-        axis_idx = tile * BLOCK_AXIS + tl.arange(0, BLOCK_AXIS)[:, None]  # [BLOCK_AXIS, 1]
-        if INDEX_64:
-            axis_idx = axis_idx.to(tl.int64)
-        mask = (axis_idx < axis_len) & inner_mask                           # [BLOCK_AXIS, BLOCK_INNER]
-        values = tl.load(x_ptr + x_offs + axis_idx * x_axis_stride, mask=mask, other=IDENTITY)
-        partial, total = _tile_scan(values.to(ACC_DTYPE), COMBINE, IDENTITY, REVERSE, EXCLUSIVE,
-                                    BLOCK_AXIS, BLOCK_INNER)
+        partial, total, positions, mask = _scan_tile(
+            x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride, COMBINE, IDENTITY, ACC_DTYPE,
+            REVERSE, EXCLUSIVE, INDEX_64, BLOCK_AXIS, BLOCK_INNER)
         results = COMBINE(carry, partial)
         carry = COMBINE(carry, total)
-        tl.store(out_ptr + out_offs + axis_idx * out_axis_stride,
+        tl.store(out_ptr + out_offs + positions * out_axis_stride,
                  results.to(out_ptr.dtype.element_ty), mask=mask)
 
 
@@ -212,13 +229,9 @@ def scan_lookback_kernel(
         out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
         out_outer_stride4, out_outer_stride5, x_inner_stride, out_inner_stride,
         INDEX_64, BLOCK_INNER)
-    axis_idx = tile * BLOCK_AXIS + tl.arange(0, BLOCK_AXIS)[:, None]
-    if INDEX_64:
-        axis_idx = axis_idx.to(tl.int64)
-    mask = (axis_idx < axis_len) & inner_mask
-    values = tl.load(x_ptr + x_offs + axis_idx * x_axis_stride, mask=mask, other=IDENTITY)
-    partial, total = _tile_scan(values.to(ACC_DTYPE), COMBINE, IDENTITY, REVERSE, EXCLUSIVE,
-                                BLOCK_AXIS, BLOCK_INNER)
+    partial, total, positions, mask = _scan_tile(
+        x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride, COMBINE, IDENTITY, ACC_DTYPE,
+        REVERSE, EXCLUSIVE, INDEX_64, BLOCK_AXIS, BLOCK_INNER)
 
     if step == 0:
         carry = tl.full([1, BLOCK_INNER], IDENTITY, ACC_DTYPE)
@@ -240,5 +253,5 @@ def scan_lookback_kernel(
             _publish(prefix_ptr, status_ptr, ticket, COMBINE(carry, total), STATE_PREFIX,
                      BLOCK_INNER)
     results = COMBINE(carry, partial)
-    tl.store(out_ptr + out_offs + axis_idx * out_axis_stride,
+    tl.store(out_ptr + out_offs + positions * out_axis_stride,
              results.to(out_ptr.dtype.element_ty), mask=mask)

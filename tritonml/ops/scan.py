@@ -59,7 +59,8 @@ def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse
     layout = _layout.axis_layout(tuple(x.shape), x.stride(), out.stride(), axis)
     if config is None:
         from tritonml_autotune.heuristics import scan_config
-        config = scan_config(layout, x.device.type, x.device)
+        acc_bytes = torch.empty((), dtype=ACC_TORCH_DTYPE[x.dtype]).element_size()
+        config = scan_config(layout, x.device.type, x.device, acc_bytes)
 
     # --- launch ---
     launch_scan(x, out, layout, combine, reverse=reverse, exclusive=exclusive, config=config)

@@ -1,0 +1,45 @@
+"""The kernel specializations the scan launcher can choose on a GPU, as recorded launches.
+
+Shared by tests/test_gpu_compile.py and the benchmark report: for every regime x dtype x
+direction x exclusive, the config the CUDA heuristics pick for a large shape of that regime,
+recorded without running (``tritonml._trace.record(execute=False)``).
+"""
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from tritonml import _layout, _trace
+from tritonml._dtypes import ACC_TORCH_DTYPE, SUPPORTED_DTYPES
+from tritonml._gpu_compile import describe
+from tritonml.ops.scan import SUM, cumulative_scan
+from tritonml_autotune.heuristics import scan_config
+
+# (regime, shape, axis): large shapes for which the CUDA heuristics pick that regime.
+SCAN_REGIME_SHAPES = {
+    "rows": ((4096, 4096), 1),
+    "columns": ((512, 64, 2048), 1),
+    "lookback": ((4, 1 << 20), 1),
+}
+
+
+def scan_launches(dtypes=SUPPORTED_DTYPES, regimes=tuple(SCAN_REGIME_SHAPES),
+                  directions=(False, True), exclusives=(False, True), combine=SUM):
+    """Describe the launch of every (regime, dtype, reverse, exclusive) the GPU heuristics choose."""
+    descriptions = []
+    for regime, dtype, reverse, exclusive in itertools.product(regimes, dtypes, directions, exclusives):
+        shape, axis = SCAN_REGIME_SHAPES[regime]
+        x = torch.empty(shape, dtype=dtype)  # never touched: the launch is only recorded
+        layout = _layout.axis_layout(shape, x.stride(), x.stride(), axis)
+        acc_bytes = torch.empty((), dtype=ACC_TORCH_DTYPE[dtype]).element_size()
+        config = scan_config(layout, "cuda", acc_bytes=acc_bytes)
+        assert config.regime == regime, (regime, config)
+        with _trace.record(execute=False) as rec:
+            cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive, config=config)
+        for launch in rec.launches:
+            desc = describe(launch)
+            desc["case"] = dict(regime=regime, dtype=str(dtype).replace("torch.", ""),
+                                reverse=reverse, exclusive=exclusive, combine=combine.name)
+            descriptions.append(desc)
+    return descriptions

@@ -1,0 +1,75 @@
+"""The ``tritonml`` command: ``demo``, ``info``, and the descriptor commands ``run``/``validate``."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _format(values) -> str:
+    """A nested list in DirectML's docs' notation, integers printed without a decimal point."""
+    import numpy as np
+
+    arr = np.asarray(values)
+    if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)):
+        arr = arr.astype(np.int64)
+    return np.array2string(arr, separator=", ")
+
+
+def cmd_demo(args) -> int:
+    """Print every documented DirectML example computed by the kernels, with the documented output."""
+    import numpy as np
+
+    from . import examples
+
+    failures = 0
+    for number, example in enumerate(examples.all_examples(), 1):
+        result = examples.run_example(example).double().numpy()
+        expected = np.asarray(example.expected, dtype=np.float64)
+        ok = result.shape == expected.shape and np.array_equal(result, expected)
+        failures += not ok
+        print(f"[{number}] {example.operator}: {example.title}")
+        print(f"    tritonml.{example.call}")
+        print("    input:")
+        print("      " + _format(example.input).replace("\n", "\n      "))
+        print("    computed:")
+        print("      " + _format(result).replace("\n", "\n      "))
+        print("    documented:")
+        print("      " + _format(expected).replace("\n", "\n      "))
+        print(f"    check: {'OK' if ok else 'MISMATCH'}\n")
+    total = len(examples.all_examples())
+    print(f"{total - failures} of {total} documented examples match.")
+    return 0 if failures == 0 else 1
+
+
+def cmd_info(args) -> int:
+    from . import _backend, __version__
+
+    print(f"tritonml {__version__}")
+    for key, value in _backend.describe().items():
+        print(f"  {key}: {value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tritonml", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run DirectML's documented examples through the kernels")
+    demo.set_defaults(handler=cmd_demo)
+    info = sub.add_parser("info", help="versions, device, compiled or interpreted")
+    info.set_defaults(handler=cmd_info)
+    try:
+        from . import _dml_cli
+    except ImportError:
+        _dml_cli = None
+    if _dml_cli is not None:
+        _dml_cli.add_subcommands(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
