@@ -21,10 +21,17 @@ import triton.language as tl
 
 # benchmarks/ is a folder of the repository, not an installed package.
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from benchmarks.cases import cuda_reduce_config, cuda_scan_config  # noqa: E402
 from benchmarks.memtrace import trace_memory  # noqa: E402
 
-from tritonml._config import ReduceConfig, ScanConfig  # noqa: E402
+from tritonml._config import ScanConfig  # noqa: E402
 from tritonml.ops.scan import SUM, cumulative_scan  # noqa: E402
+
+try:  # the reduce operator (issue 3) may not be there yet
+    from tritonml._config import ReduceConfig
+    from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes
+except ImportError:
+    ReduceConfig = None
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET,
                                 reason="bytes are counted in Triton's interpreter")
@@ -130,17 +137,11 @@ def _params(cases):
     return params
 
 
-def _cuda_scan_config(x, out, axis):
-    from tritonml._layout import axis_layout
-    from tritonml_autotune.heuristics import scan_config
-    return scan_config(axis_layout(tuple(x.shape), x.stride(), out.stride(), axis), "cuda")
-
-
 @pytest.mark.parametrize("shape, axis, config, dtype", _params(SCAN_CASES))
 def test_scan_reads_input_once_and_writes_output_once(shape, axis, config, dtype):
     x = (torch.rand(shape, dtype=torch.float64) * 2.0 ** -6).to(dtype)
     out = torch.empty_like(x)
-    config = config or _cuda_scan_config(x, out, axis)
+    config = config or cuda_scan_config(x, out, axis)
     with trace_memory({"input": x, "output": out}) as trace:
         cumulative_scan(x, axis, SUM, out=out, config=config)
 
@@ -162,7 +163,7 @@ def test_scan_reads_input_once_and_writes_output_once(shape, axis, config, dtype
 # ---------------------------------------------------------------------------------------------
 # Launches expected per regime: one kernel, or two for "split" (partials, then their fold).
 REDUCE_LAUNCHES = {"rows": 1, "columns": 1, "split": 2}
-REDUCE_CASES = {
+REDUCE_CASES = {} if ReduceConfig is None else {
     "rows": ((16, 4096), (1,), "SUM", ReduceConfig("rows", 1024, 4, num_warps=8), (F32, F16)),
     "columns": ((512, 256), (0,), "SUM", ReduceConfig("columns", 16, 256, num_warps=8), (F32,)),
     "split": ((2 ** 17,), (0,), "SUM",
@@ -175,22 +176,13 @@ REDUCE_CASES = {
 }
 
 
-def _cuda_reduce_config(x, out, axes, returns_index):
-    from tritonml.ops.reduce import reduce_layout
-    from tritonml_autotune.heuristics import reduce_config
-    layout = reduce_layout(tuple(x.shape), x.stride(), out.stride(), axes, returns_index)
-    return reduce_config(layout, "cuda")
-
-
 @pytest.mark.parametrize("shape, axes, function, config, dtype", _params(REDUCE_CASES))
 def test_reduce_reads_input_once_and_writes_output_once(shape, axes, function, config, dtype):
-    from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes
-
     x = (torch.rand(shape, dtype=torch.float64) * 2.0 ** -4).to(dtype)  # sums fit float16
     out_shape = tuple(1 if i in axes else s for i, s in enumerate(shape))
     out_dtype = torch.int64 if function == "ARGMAX" else dtype
     out = torch.empty(out_shape, dtype=out_dtype)
-    config = config or _cuda_reduce_config(x, out, axes, function == "ARGMAX")
+    config = config or cuda_reduce_config(x, out, axes, function == "ARGMAX")
     with trace_memory({"input": x, "output": out}) as trace:
         reduce_axes(x, axes, COMBINES[ReduceFunction[function]], out=out, config=config)
 
