@@ -5,9 +5,10 @@ CUDA tensors run compiled Triton; CPU tensors run the same kernels through Trito
 """
 from . import _backend  # first: chooses compiled or interpreted Triton before triton is imported
 
+from .ops.reduce import ReduceFunction, reduce
 from .ops.scan import cumulative_product, cumulative_sum
 
 __version__ = "0.1.0"
 INTERPRET = _backend.INTERPRET
 
-__all__ = ["cumulative_sum", "cumulative_product", "INTERPRET", "__version__"]
+__all__ = ["cumulative_sum", "cumulative_product", "reduce", "ReduceFunction", "INTERPRET", "__version__"]

@@ -43,3 +43,52 @@ class ScanConfig:
         if self.block_axis * self.block_inner > 1 << 20:
             raise ValueError(f"{name}: a tile of {self.block_axis} x {self.block_inner} elements is "
                              "too large (at most 2**20 elements)")
+
+
+REDUCE_REGIMES = ("rows", "columns", "split")
+# The most programs a "split" reduction spreads one chain over (the CUDA grid's y limit is 65535;
+# stage 2 folds the partials in tiles, so this only bounds the workspace).
+MAX_REDUCE_SPLITS = 4096
+
+
+@dataclass(frozen=True)
+class ReduceConfig:
+    """How a reduction runs.
+
+    regime: "rows" (the reduced memory is contiguous: tall tiles), "columns" (a kept dim is
+        contiguous: wide tiles coalesced along it), "split" (few outputs from a long reduction: the
+        reduced range split over ``splits`` programs per chain, then a second launch folds their
+        partial states in a fixed order). All three run the same first kernel; "rows" and
+        "columns" differ only in the tile.
+    block_axis, block_inner: tile shape (reduced positions x outputs), powers of two.
+    num_warps: warps per program on a GPU (ignored by the interpreter).
+    splits: programs per chain; 1 for "rows"/"columns", >= 2 for "split".
+    block_split: partial states the second launch folds per step (a power of two).
+    """
+    regime: str
+    block_axis: int
+    block_inner: int
+    num_warps: int = 4
+    splits: int = 1
+    block_split: int = 64
+
+    def validate(self, name: str = "config") -> None:
+        if self.regime not in REDUCE_REGIMES:
+            raise ValueError(f"{name}.regime: {self.regime!r} is not one of {REDUCE_REGIMES}")
+        for field in ("block_axis", "block_inner", "num_warps", "block_split"):
+            value = getattr(self, field)
+            if not _is_pow2(value):
+                raise ValueError(f"{name}.{field}: {value!r} must be a power of two")
+        if not isinstance(self.splits, int) or isinstance(self.splits, bool) or self.splits < 1:
+            raise ValueError(f"{name}.splits: {self.splits!r} must be an int >= 1")
+        if self.regime == "split" and not 2 <= self.splits <= MAX_REDUCE_SPLITS:
+            raise ValueError(f"{name}.splits: the split regime needs 2 to {MAX_REDUCE_SPLITS} "
+                             f"splits, got {self.splits}")
+        if self.regime != "split" and self.splits != 1:
+            raise ValueError(f"{name}.splits: regime {self.regime!r} runs one program per chain; "
+                             f"splits must be 1, got {self.splits}")
+        for tile, shape in ((self.block_axis * self.block_inner, "block_axis x block_inner"),
+                            (self.block_split * self.block_inner, "block_split x block_inner")):
+            if tile > 1 << 20:
+                raise ValueError(f"{name}: a tile of {shape} = {tile} elements is too large "
+                                 "(at most 2**20 elements)")

@@ -52,8 +52,27 @@ SCAN_EXAMPLES = [
             CUMULATIVE_INPUT, [[[[2, 1, 3, 5], [6, 8, 21, 15], [54, 48, 42, 60]]]]),
 ]
 
-# The reduce operator's examples are appended by tritonml's reduce work (REDUCE_EXAMPLES).
-REDUCE_EXAMPLES: list = []
+# The input of DirectML's three SUM examples: Sizes {3,3}, FLOAT32 (see ../shared/spec/reduce.md; the
+# page's comment misprints the last row as 2, 5, 2, but its outputs, 21 in all, are for 2, 4, 2).
+REDUCE_INPUT = [[1, 2, 3],
+                [3, 0, 4],
+                [2, 4, 2]]
+# The input of the multi-axis ARGMAX example (DML_REDUCE_FUNCTION page): the 5 is at row 2, col 1.
+REDUCE_ARGMAX_INPUT = [[1, 2, 3],
+                       [3, 0, 4],
+                       [2, 5, 2]]
+
+REDUCE_EXAMPLES = [
+    Example("DML_REDUCE_OPERATOR_DESC", "SUM, Axes {0}", "reduce(x, 'SUM', axes=(0,))", "reduce",
+            dict(function="SUM", axes=(0,)), REDUCE_INPUT, [[6, 6, 9]]),
+    Example("DML_REDUCE_OPERATOR_DESC", "SUM, Axes {1}", "reduce(x, 'SUM', axes=(1,))", "reduce",
+            dict(function="SUM", axes=(1,)), REDUCE_INPUT, [[6], [7], [8]]),
+    Example("DML_REDUCE_OPERATOR_DESC", "SUM, Axes {0,1}", "reduce(x, 'SUM', axes=(0, 1))", "reduce",
+            dict(function="SUM", axes=(0, 1)), REDUCE_INPUT, [[21]]),
+    Example("DML_REDUCE_OPERATOR_DESC", "ARGMAX, Axes {0,1}", "reduce(x, 'ARGMAX', axes=(0, 1))",
+            "reduce", dict(function="ARGMAX", axes=(0, 1)), REDUCE_ARGMAX_INPUT, [[7]],
+            expected_dtype="int64"),
+]
 
 
 

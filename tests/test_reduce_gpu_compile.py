@@ -1,0 +1,94 @@
+"""Every reduce kernel specialization the launcher can choose compiles for sm_80 and sm_90.
+
+Launches are recorded without running (``tritonml._trace.record(execute=False)``) with the configs
+the CUDA heuristics pick, over regime x dtype x function group, plus the layouts that change the
+code (several reduced dims, 64-bit indexing); a compiled-mode subprocess compiles each distinct
+specialization (``tritonml._gpu_compile``) and reads the PTX. No GPU is needed.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+
+import pytest
+import torch
+
+from tritonml._gpu_compile import compile_in_subprocess
+
+from reduce_helpers import FUNCTIONS, dedupe, gpu_reduce_launches
+
+ARCHS = (80, 90)
+
+CASES = (
+    # rows, float32: every function (each has its own combine functions)
+    [("rows", function, torch.float32) for function in FUNCTIONS]
+    # the other dtype groups (half, 64-bit float, narrow / wide / unsigned integers) and regimes
+    + [("rows", "ARGMAX", torch.float16), ("rows", "SUM", torch.bfloat16),
+       ("rows", "MIN", torch.uint64), ("rows", "L2", torch.float16),
+       ("columns", "SUM", torch.float32), ("columns", "ARGMAX", torch.float16),
+       ("columns", "MAX", torch.int8), ("columns", "MULTIPLY", torch.uint64),
+       ("split", "SUM", torch.float32), ("split", "ARGMIN", torch.float64),
+       ("split", "LOG_SUM_EXP", torch.bfloat16), ("split", "MULTIPLY", torch.int32),
+       ("split", "MAX", torch.uint8)]
+    # two and three reduced dims (div/mod offset and index arithmetic), ARGMAX on a transposed view
+    + [(((64, 32, 64), (0, 2), None), "ARGMAX", torch.float32),
+       (((64, 32, 64), (0, 1), lambda t: t.permute(2, 1, 0).contiguous().permute(2, 1, 0)),
+        "ARGMAX", torch.float32),
+       (((8, 4, 8, 4, 32), (0, 2, 4), None), "SUM", torch.float32)]
+    # past 2**31 elements: 64-bit offsets and indices (a stride-0 view, never allocated)
+    + [(((1,), None, lambda t: t.expand(2**31 + 64)), "ARGMAX", torch.float32),
+       (((1,), None, lambda t: t.expand(2**31 + 64)), "SUM", torch.float16)]
+)
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    descriptions = dedupe(gpu_reduce_launches(CASES))
+    assert len(descriptions) <= 60, "keep the compile test moderate"
+    # one compiled-mode process per architecture, side by side
+    with concurrent.futures.ThreadPoolExecutor(len(ARCHS)) as pool:
+        per_arch = list(pool.map(lambda arch: compile_in_subprocess(descriptions, archs=(arch,)),
+                                 ARCHS))
+    return descriptions, [entry for results in per_arch for entry in results]
+
+
+def test_every_reduce_specialization_compiles_for_sm80_and_sm90(compiled):
+    descriptions, results = compiled
+    assert len(results) == len(descriptions) * len(ARCHS)
+    failures = [(r["arch"], r["kernel"], r.get("error")) for r in results if not r["ok"]]
+    assert not failures, failures
+    assert {r["kernel"] for r in results} == {"reduce_kernel", "reduce_partials_kernel"}
+
+
+def test_no_reduce_kernel_spills_registers(compiled):
+    _, results = compiled
+    spills = [(r["arch"], r["kernel"], r["meta"].get("MERGE"), r.get("local_bytes"),
+               r.get("stack_bytes")) for r in results
+              if r.get("local_bytes", 0) or r.get("stack_bytes", 0)]
+    assert not spills, spills
+
+
+def test_aligned_contiguous_float32_loads_are_128_bit(compiled):
+    descriptions, results = compiled
+    wide = 0
+    for desc, arch_results in zip(descriptions, _by_description(descriptions, results)):
+        case = desc["case"]
+        if (desc["kernel"] == "reduce_kernel" and case["dtype"] == "float32"
+                and case["where"] in ("rows", "columns", "split")):
+            for r in arch_results:
+                assert r["max_load_bits"] == 128, (case, r["arch"], r["max_load_bits"])
+                wide += 1
+    assert wide >= 2 * 14
+
+
+def test_split_regime_and_64_bit_indexing_were_compiled(compiled):
+    descriptions, _ = compiled
+    kernels = {(d["kernel"], d["meta"]["INDEX_64"], d["meta"].get("RED_DIMS")) for d in descriptions}
+    assert ("reduce_partials_kernel", True, None) in kernels
+    assert ("reduce_kernel", True, 1) in kernels
+    assert {2, 3} <= {d["meta"].get("RED_DIMS") for d in descriptions}
+
+
+def _by_description(descriptions, results):
+    """Results grouped per description (compile_in_subprocess keeps the description order)."""
+    per_arch = len(descriptions)
+    return [[results[i + k * per_arch] for k in range(len(ARCHS))] for i in range(per_arch)]

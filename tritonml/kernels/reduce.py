@@ -1,0 +1,211 @@
+"""Reduce kernels: fold one or more axes of a tensor (sum, product, max, argmax, ...).
+
+A reduction is four ``@triton.jit`` functions passed as ``tl.constexpr`` parameters (see the
+"Reductions" part of tritonml/kernels/combine.py): PREPARE turns loaded elements into a state,
+MERGE folds states elementwise, ALONG folds a tile's lanes, FINISH turns a state into the output.
+
+The input is viewed (by tritonml/ops/reduce.py) as
+
+    outer dims (up to 6, kept) x inner (one kept dim, tiled) x reduced dims (up to 4, flattened)
+
+and each program owns one "chain": one outer index and BLOCK_INNER consecutive inner positions,
+i.e. BLOCK_INNER outputs. It walks the flattened reduced index ``r`` in [BLOCK_AXIS, BLOCK_INNER]
+tiles, merging every tile into per-lane running states (so the only sequential chains are one per
+lane, BLOCK_AXIS times shorter than the axis), and folds the lanes once at the end.
+
+- "rows" (the reduced memory is the contiguous one): a tall tile, loads coalesce along dim 0.
+- "columns" (a kept dim is contiguous): a wide tile, loads coalesce along the inner dim.
+- "split" (few outputs, long reduction): the same kernel with a second grid dimension splitting the
+  reduced range; each program writes its folded state to a workspace (WRITE_PARTIAL) and
+  ``reduce_partials_kernel`` folds those states in a fixed order and finishes. No atomics.
+
+Every input element is read once; the outputs (or the partial states) are written once.
+
+Determinism: each lane folds its elements in increasing ``r``, lanes fold in a fixed tree, split
+boundaries depend only on the config, and the partials fold in a fixed order: the same config gives
+bit-identical results run to run.
+
+ARGMAX/ARGMIN: ``r`` decomposes over the reduced dims in *memory* order (for coalescing), but the
+index each element carries is its row-major position over the reduced axes in their *original*
+order (``red_weight*``); the tie rule compares those indices, so the answer does not depend on the
+traversal order.
+"""
+from .. import _backend  # noqa: F401
+
+import triton
+import triton.language as tl
+
+from .indexing import outer_offsets
+
+
+@triton.jit
+def _reduced_offsets(r, red_size1, red_size2, red_size3,
+                     x_red_stride0, x_red_stride1, x_red_stride2, x_red_stride3,
+                     red_weight0, red_weight1, red_weight2, red_weight3,
+                     RED_DIMS: tl.constexpr, NEEDS_INDEX: tl.constexpr):
+    """Element offsets and row-major indices of flattened reduced positions ``r`` ([BLOCK_AXIS, 1]).
+
+    Dims are outermost first; ``red_size0`` is implied. With one reduced dim no division is needed
+    (and contiguity stays visible to the compiler, which vectorizes the loads).
+    """
+    if RED_DIMS == 1:
+        offsets = r * x_red_stride3
+        index = r * red_weight3
+    else:
+        rest = r
+        i3 = rest % red_size3
+        rest = rest // red_size3
+        i2 = rest % red_size2
+        rest = rest // red_size2
+        i1 = rest % red_size1
+        i0 = rest // red_size1
+        offsets = i0 * x_red_stride0 + i1 * x_red_stride1 + i2 * x_red_stride2 + i3 * x_red_stride3
+        if NEEDS_INDEX:
+            index = i0 * red_weight0 + i1 * red_weight1 + i2 * red_weight2 + i3 * red_weight3
+        else:
+            index = r
+    return offsets, index
+
+
+@triton.jit
+def reduce_kernel(
+    # pointers: input, output, and (WRITE_PARTIAL only) the partial-state workspaces
+    x_ptr, out_ptr, state_ptr, aux_ptr,
+    # sizes: reduced elements in all, per split program; kept dims (outer_size0 is implied)
+    red_len, split_len, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
+    # reduced dims, outermost first (red_size0 is implied by red_len)
+    red_size1, red_size2, red_size3,
+    # strides of x, in elements
+    x_inner_stride, x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3,
+    x_outer_stride4, x_outer_stride5, x_red_stride0, x_red_stride1, x_red_stride2, x_red_stride3,
+    # row-major index weight of each reduced dim over the original reduced axes
+    red_weight0, red_weight1, red_weight2, red_weight3,
+    # strides of out, in elements
+    out_inner_stride, out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
+    out_outer_stride4, out_outer_stride5,
+    # meta-parameters: the reduction, its state, the layout, the tile
+    PREPARE: tl.constexpr, MERGE: tl.constexpr, ALONG: tl.constexpr, FINISH: tl.constexpr,
+    STATE_DTYPE: tl.constexpr, IDENTITY: tl.constexpr,
+    HAS_AUX: tl.constexpr, AUX_DTYPE: tl.constexpr, AUX_IDENTITY: tl.constexpr,
+    NEEDS_INDEX: tl.constexpr, RED_DIMS: tl.constexpr, WRITE_PARTIAL: tl.constexpr,
+    INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
+):
+    """Grid (chains, splits): chains = outer_len * cdiv(inner_len, BLOCK_INNER); program (c, s)
+    folds reduced positions [s * split_len, (s + 1) * split_len) of chain c (split_len a multiple of
+    BLOCK_AXIS, or >= red_len with one split).
+
+    Writes FINISH(state) to out ([BLOCK_INNER] outputs), or with WRITE_PARTIAL the folded state to
+    state_ptr/aux_ptr at [(c * splits + s) * BLOCK_INNER + j].
+    """
+    chain = tl.program_id(0)
+    split = tl.program_id(1)
+    inner_blocks = tl.cdiv(inner_len, BLOCK_INNER)
+    outer_idx = chain // inner_blocks
+    inner_block = chain % inner_blocks
+    r_begin = split * split_len
+    if INDEX_64:
+        outer_idx = outer_idx.to(tl.int64)
+        inner_block = inner_block.to(tl.int64)
+        r_begin = r_begin.to(tl.int64)
+    x_base, out_base = outer_offsets(
+        outer_idx, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
+        x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
+        x_outer_stride5,
+        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3, out_outer_stride4,
+        out_outer_stride5)
+    inner_idx = inner_block * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :]  # [1, BLOCK_INNER]
+    inner_mask = inner_idx < inner_len
+    x_offs = x_base + inner_idx * x_inner_stride
+    r_end = tl.minimum(r_begin + split_len, red_len)
+
+    # Running per-lane states; functions without aux carry a [1, 1] placeholder.
+    values = tl.full([BLOCK_AXIS, BLOCK_INNER], IDENTITY, STATE_DTYPE)
+    if HAS_AUX:
+        aux = tl.full([BLOCK_AXIS, BLOCK_INNER], AUX_IDENTITY, AUX_DTYPE)
+    else:
+        aux = tl.full([1, 1], AUX_IDENTITY, AUX_DTYPE)
+    for r_start in range(r_begin, r_end, BLOCK_AXIS):
+        r = r_start + tl.arange(0, BLOCK_AXIS)[:, None]  # [BLOCK_AXIS, 1]
+        red_offs, index = _reduced_offsets(
+            r, red_size1, red_size2, red_size3, x_red_stride0, x_red_stride1, x_red_stride2,
+            x_red_stride3, red_weight0, red_weight1, red_weight2, red_weight3, RED_DIMS, NEEDS_INDEX)
+        mask = (r < r_end) & inner_mask                  # [BLOCK_AXIS, BLOCK_INNER]
+        # Masked lanes hold the identity, set after conversion (in the state dtype, where every
+        # identity is exact). ARGMAX/ARGMIN lanes past the end may then record an index >= red_len,
+        # which loses every tie to a real element's smaller index.
+        tile = tl.load(x_ptr + x_offs + red_offs, mask=mask, other=0)
+        tile = tl.where(mask, tile.to(STATE_DTYPE), tl.full([1, 1], IDENTITY, STATE_DTYPE))
+        if NEEDS_INDEX:
+            tile_values, tile_aux = PREPARE(tile, index.to(AUX_DTYPE))
+        else:
+            tile_values, tile_aux = PREPARE(tile, aux)
+        values, aux = MERGE(values, aux, tile_values, tile_aux)
+    values, aux = ALONG(values, aux)                      # [BLOCK_INNER] each (aux: or [1, 1])
+
+    lane = tl.arange(0, BLOCK_INNER)
+    lane_mask = tl.reshape(inner_mask, [BLOCK_INNER])
+    if WRITE_PARTIAL:
+        slot = (chain * tl.num_programs(1) + split) * BLOCK_INNER + lane
+        tl.store(state_ptr + slot, values, mask=lane_mask)
+        if HAS_AUX:
+            tl.store(aux_ptr + slot, aux, mask=lane_mask)
+    else:
+        result = FINISH(values, aux, red_len)
+        out_offs = out_base + tl.reshape(inner_idx, [BLOCK_INNER]) * out_inner_stride
+        tl.store(out_ptr + out_offs, result.to(out_ptr.dtype.element_ty), mask=lane_mask)
+
+
+@triton.jit
+def reduce_partials_kernel(
+    # pointers: the partial states written by reduce_kernel (WRITE_PARTIAL), the output
+    state_ptr, aux_ptr, out_ptr,
+    # sizes
+    splits, red_len, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
+    # strides of out, in elements
+    out_inner_stride, out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
+    out_outer_stride4, out_outer_stride5,
+    # meta-parameters (as reduce_kernel's)
+    MERGE: tl.constexpr, ALONG: tl.constexpr, FINISH: tl.constexpr,
+    STATE_DTYPE: tl.constexpr, IDENTITY: tl.constexpr,
+    HAS_AUX: tl.constexpr, AUX_DTYPE: tl.constexpr, AUX_IDENTITY: tl.constexpr,
+    INDEX_64: tl.constexpr, BLOCK_SPLIT: tl.constexpr, BLOCK_INNER: tl.constexpr,
+):
+    """Stage 2 of "split": one program per chain folds its ``splits`` partial states
+    ([BLOCK_SPLIT, BLOCK_INNER] at a time, always in the same order) and writes FINISH(state)."""
+    chain = tl.program_id(0)
+    inner_blocks = tl.cdiv(inner_len, BLOCK_INNER)
+    outer_idx = chain // inner_blocks
+    inner_block = chain % inner_blocks
+    if INDEX_64:
+        outer_idx = outer_idx.to(tl.int64)
+        inner_block = inner_block.to(tl.int64)
+    _, out_base = outer_offsets(
+        outer_idx, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
+        0, 0, 0, 0, 0, 0,
+        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3, out_outer_stride4,
+        out_outer_stride5)
+    lane = tl.arange(0, BLOCK_INNER)
+    lane_mask = inner_block * BLOCK_INNER + lane < inner_len
+
+    values = tl.full([BLOCK_SPLIT, BLOCK_INNER], IDENTITY, STATE_DTYPE)
+    if HAS_AUX:
+        aux = tl.full([BLOCK_SPLIT, BLOCK_INNER], AUX_IDENTITY, AUX_DTYPE)
+    else:
+        aux = tl.full([1, 1], AUX_IDENTITY, AUX_DTYPE)
+    for s_start in range(0, splits, BLOCK_SPLIT):
+        s = s_start + tl.arange(0, BLOCK_SPLIT)[:, None]   # [BLOCK_SPLIT, 1]
+        slot = (chain * splits + s) * BLOCK_INNER + lane[None, :]
+        mask = (s < splits) & lane_mask[None, :]
+        part_values = tl.load(state_ptr + slot, mask=mask, other=0)
+        part_values = tl.where(mask, part_values, tl.full([1, 1], IDENTITY, STATE_DTYPE))
+        if HAS_AUX:
+            part_aux = tl.load(aux_ptr + slot, mask=mask, other=0)
+            part_aux = tl.where(mask, part_aux, tl.full([1, 1], AUX_IDENTITY, AUX_DTYPE))
+        else:
+            part_aux = aux
+        values, aux = MERGE(values, aux, part_values, part_aux)
+    values, aux = ALONG(values, aux)
+
+    result = FINISH(values, aux, red_len)
+    out_offs = out_base + (inner_block * BLOCK_INNER + lane) * out_inner_stride
+    tl.store(out_ptr + out_offs, result.to(out_ptr.dtype.element_ty), mask=lane_mask)

@@ -1,0 +1,439 @@
+"""Launcher for DirectML's reduce operator (DML_REDUCE_OPERATOR_DESC): twelve reduce functions over
+one or more axes. See docs/reduce.md for every rule (types, empty axes, NaN, indices) and the kernel
+design; the kernels are in tritonml/kernels/reduce.py, the combine functions in
+tritonml/kernels/combine.py.
+
+Layering: ``reduce`` (public: a function name) -> ``reduce_axes`` (a ``ReduceCombine`` and an
+optional ``ReduceConfig``: validate -> canonicalize -> choose a config) -> ``launch_reduce`` (an
+already canonical layout and a config: launch).
+"""
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy
+import torch
+import triton.language as tl
+
+from .. import _backend, _layout, _trace
+from .._config import ReduceConfig
+from .._dtypes import ACC_DTYPE, TL_DTYPE, dtype_name, is_float
+from ..kernels import combine as _combine
+from ..kernels.reduce import reduce_kernel, reduce_partials_kernel
+
+MAX_REDUCED_DIMS = 4
+INDEX_DTYPES = (torch.int32, torch.int64, torch.uint32, torch.uint64)
+_TORCH_OF_TL = {tl.float16: torch.float16, tl.bfloat16: torch.bfloat16, tl.float32: torch.float32,
+                tl.float64: torch.float64, tl.int8: torch.int8, tl.int16: torch.int16,
+                tl.int32: torch.int32, tl.int64: torch.int64, tl.uint8: torch.uint8,
+                tl.uint16: torch.uint16, tl.uint32: torch.uint32, tl.uint64: torch.uint64}
+
+
+# ---------------------------------------------------------------------------------------------
+# Reduce functions
+# ---------------------------------------------------------------------------------------------
+class ReduceFunction(enum.Enum):
+    """DirectML's DML_REDUCE_FUNCTION values."""
+    ARGMAX = "ARGMAX"
+    ARGMIN = "ARGMIN"
+    AVERAGE = "AVERAGE"
+    L1 = "L1"
+    L2 = "L2"
+    LOG_SUM = "LOG_SUM"
+    LOG_SUM_EXP = "LOG_SUM_EXP"
+    MAX = "MAX"
+    MIN = "MIN"
+    MULTIPLY = "MULTIPLY"
+    SUM = "SUM"
+    SUM_SQUARE = "SUM_SQUARE"
+
+
+@dataclass(frozen=True)
+class ReduceCombine:
+    """A reduction as the kernels run it: four ``@triton.jit`` functions (see the "Reductions" part
+    of tritonml/kernels/combine.py) and ``kind``, which fixes the state's dtype and identity:
+
+    - "sum", "prod": the accumulation dtype of ``_dtypes.ACC_DTYPE`` (float32 for half types,
+      float64 for float32, 64-bit integers), identity 0 / 1;
+    - "max", "min", "argmax", "argmin": the input dtype (half types: float32), identity -inf / +inf
+      (integers: the type's minimum / maximum); the arg kinds carry the index as aux;
+    - "logsumexp": float32 (float64 for float64 input), state (max, sum of exponentials).
+    """
+    name: str
+    prepare: object
+    merge: object
+    along: object
+    finish: object
+    kind: str
+    float_only: bool = False
+    returns_index: bool = False
+
+    def state(self, dtype: torch.dtype, index_64: bool) -> dict:
+        """Constexprs describing the state for input ``dtype`` (kernel meta-parameters)."""
+        kind = self.kind
+        aux_dtype, aux_identity, has_aux = tl.int32, 0, False
+        if kind in ("sum", "prod"):
+            state_dtype, identity = ACC_DTYPE[dtype], (0 if kind == "sum" else 1)
+        elif kind == "logsumexp":
+            state_dtype = tl.float64 if dtype == torch.float64 else tl.float32
+            identity, aux_dtype, aux_identity, has_aux = float("-inf"), state_dtype, 0.0, True
+        else:
+            # Half types compare in float32 (exact): Triton's interpreter holds bfloat16 as raw
+            # uint16 bits, so bfloat16 comparisons there would compare bit patterns.
+            state_dtype = tl.float32 if dtype in (torch.float16, torch.bfloat16) else TL_DTYPE[dtype]
+            low = kind in ("max", "argmax")
+            if is_float(dtype):
+                identity = float("-inf") if low else float("inf")
+            else:
+                info = torch.iinfo(dtype)
+                identity = info.min if low else info.max
+            if kind in ("argmax", "argmin"):
+                aux_dtype = tl.int64 if index_64 else tl.int32
+                aux_identity = 2**63 - 1 if index_64 else 2**31 - 1
+                has_aux = True
+        return dict(STATE_DTYPE=state_dtype, IDENTITY=identity, HAS_AUX=has_aux,
+                    AUX_DTYPE=aux_dtype, AUX_IDENTITY=aux_identity)
+
+
+_c = _combine
+COMBINES = {
+    ReduceFunction.SUM: ReduceCombine("SUM", _c.keep_value, _c.add_values, _c.sum_along,
+                                      _c.finish_value, "sum"),
+    ReduceFunction.AVERAGE: ReduceCombine("AVERAGE", _c.keep_value, _c.add_values, _c.sum_along,
+                                          _c.finish_mean, "sum", float_only=True),
+    ReduceFunction.L1: ReduceCombine("L1", _c.abs_value, _c.add_values, _c.sum_along,
+                                     _c.finish_value, "sum"),
+    ReduceFunction.L2: ReduceCombine("L2", _c.square_value, _c.add_values, _c.sum_along,
+                                     _c.finish_sqrt, "sum", float_only=True),
+    ReduceFunction.SUM_SQUARE: ReduceCombine("SUM_SQUARE", _c.square_value, _c.add_values,
+                                             _c.sum_along, _c.finish_value, "sum"),
+    ReduceFunction.LOG_SUM: ReduceCombine("LOG_SUM", _c.keep_value, _c.add_values, _c.sum_along,
+                                          _c.finish_log, "sum", float_only=True),
+    ReduceFunction.LOG_SUM_EXP: ReduceCombine("LOG_SUM_EXP", _c.value_and_unit_sum,
+                                              _c.logsumexp_values, _c.logsumexp_along,
+                                              _c.finish_logsumexp, "logsumexp", float_only=True),
+    ReduceFunction.MULTIPLY: ReduceCombine("MULTIPLY", _c.keep_value, _c.mul_values, _c.prod_along,
+                                           _c.finish_value, "prod"),
+    ReduceFunction.MAX: ReduceCombine("MAX", _c.keep_value, _c.max_values, _c.max_along,
+                                      _c.finish_value, "max"),
+    ReduceFunction.MIN: ReduceCombine("MIN", _c.keep_value, _c.min_values, _c.min_along,
+                                      _c.finish_value, "min"),
+    ReduceFunction.ARGMAX: ReduceCombine("ARGMAX", _c.value_and_index, _c.argmax_values,
+                                         _c.argmax_along, _c.finish_index, "argmax",
+                                         returns_index=True),
+    ReduceFunction.ARGMIN: ReduceCombine("ARGMIN", _c.value_and_index, _c.argmin_values,
+                                         _c.argmin_along, _c.finish_index, "argmin",
+                                         returns_index=True),
+}
+del _c
+
+_FUNCTION_NAMES = ", ".join(f.name for f in ReduceFunction)
+
+
+def _function(function) -> ReduceFunction:
+    if isinstance(function, ReduceFunction):
+        return function
+    if not isinstance(function, str):
+        raise TypeError(f"function: expected a ReduceFunction or its name, got "
+                        f"{type(function).__name__}; the functions are {_FUNCTION_NAMES}")
+    try:
+        return ReduceFunction[function.strip().upper()]
+    except KeyError:
+        raise ValueError(f"function: {function!r} is not a reduce function; the functions are "
+                         f"{_FUNCTION_NAMES} (any case)") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation
+# ---------------------------------------------------------------------------------------------
+def normalize_axes(axes, rank: int) -> tuple:
+    """Sorted, non-negative, distinct axes; None means every axis (a 0-d tensor acts as shape [1])."""
+    effective_rank = max(rank, 1)
+    if axes is None:
+        return tuple(range(effective_rank))
+    if isinstance(axes, Sequence) and not isinstance(axes, (str, bytes)):
+        items = list(axes)
+        if not items:
+            raise ValueError("axes: an empty sequence is ambiguous (numpy reduces no axis, torch and "
+                             "ONNX every axis); pass None to reduce every axis")
+    else:
+        items = [axes]
+    seen = []
+    for item in items:
+        if isinstance(item, bool):
+            raise TypeError(f"axes: expected ints, got {item!r}")
+        axis = _layout.normalize_axis(item, rank, name="axes")
+        if axis in seen:
+            raise ValueError(f"axes: axis {item} is repeated (as axis {axis}) in {tuple(items)}; "
+                             "each axis may be reduced once")
+        seen.append(axis)
+    return tuple(sorted(seen))
+
+
+def _check_index_dtype(index_dtype) -> None:
+    if index_dtype not in INDEX_DTYPES:
+        names = ", ".join(dtype_name(d) for d in INDEX_DTYPES)
+        raise TypeError(f"index_dtype: {index_dtype!r} is not an index type; use one of {names}")
+
+
+def _check_index_fits(index_dtype, red_len: int, name: str) -> None:
+    largest = red_len - 1
+    limit = torch.iinfo(index_dtype).max
+    if largest > limit:
+        raise ValueError(f"index_dtype: {name} over {red_len} elements can return index {largest}, "
+                         f"which does not fit {dtype_name(index_dtype)} (at most {limit}); "
+                         "use torch.int64")
+
+
+# ---------------------------------------------------------------------------------------------
+# Canonicalization
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReduceLayout:
+    """x viewed as outer dims x inner x reduced dims (and out as outer dims x inner).
+
+    Reduced dims (``red_*``, outermost first, padded with 1s to MAX_REDUCED_DIMS) are ordered by
+    x's strides, stride-0 dims outermost, so the last one is where x's memory runs; ``red_weights``
+    are each dim's row-major weight over the reduced axes in their original order (the ARGMAX
+    index). Kept dims: ``inner`` is the one with the smallest nonzero x stride, the others are
+    ``outer`` (padded to MAX_OUTER_DIMS, outermost first). Strides are in elements.
+    """
+    red_len: int
+    red_dims: int
+    red_sizes: tuple
+    x_red_strides: tuple
+    red_weights: tuple
+    inner_len: int
+    x_inner_stride: int
+    out_inner_stride: int
+    outer_sizes: tuple
+    x_outer_strides: tuple
+    out_outer_strides: tuple
+    index_64: bool
+
+    @property
+    def outer_len(self) -> int:
+        return math.prod(self.outer_sizes)
+
+    @property
+    def reduction_is_contiguous(self) -> bool:
+        """The "rows" case: x's memory runs along the reduced positions, not along the inner dim."""
+        red_stride = self.x_red_strides[-1]
+        return (self.inner_len == 1 or self.x_inner_stride == 0
+                or (red_stride != 0 and red_stride < self.x_inner_stride))
+
+    def chains(self, block_inner: int) -> int:
+        return self.outer_len * -(-self.inner_len // block_inner)
+
+
+def _sort_and_merge(dims, key, mergeable):
+    """Order dims outermost first by ``key`` (descending) and merge neighbours ``mergeable`` says
+    are one dim; each dim is (size, *strides) and a merged dim keeps the inner one's strides."""
+    merged = []
+    for dim in sorted(dims, key=key, reverse=True):
+        if merged and mergeable(merged[-1], dim):
+            outer = merged[-1]
+            merged[-1] = (outer[0] * dim[0],) + tuple(dim[1:])
+        else:
+            merged.append(dim)
+    return merged
+
+
+def reduce_layout(shape, x_strides, out_strides, axes, keep_index_order: bool):
+    """Canonical view of a reduction of ``axes`` (sorted, distinct) of a tensor of ``shape``.
+
+    ``out_strides`` holds, for every input dim, out's stride there (reduced dims: ignored).
+    ``keep_index_order``: ARGMAX/ARGMIN; reduced dims merge only where the merged index stays
+    row-major in the original axis order. Returns None when the reduced dims do not fit in
+    MAX_REDUCED_DIMS (the caller copies x to a contiguous layout, where they always do).
+    """
+    red_len = math.prod(shape[a] for a in axes)
+    weights, weight = {}, 1
+    for a in reversed(axes):
+        weights[a] = weight
+        weight *= shape[a]
+
+    reduced = [(shape[a], x_strides[a], weights[a]) for a in axes if shape[a] != 1]
+
+    def red_mergeable(outer, inner):
+        return (outer[1] == inner[0] * inner[1]
+                and (not keep_index_order or outer[2] == inner[0] * inner[2]))
+
+    reduced = _sort_and_merge(reduced, key=lambda d: (d[1] == 0, d[1], d[2]), mergeable=red_mergeable)
+    if red_len == 0:
+        reduced = [(0, 0, 1)]
+    elif not reduced:
+        reduced = [(1, 0, 1)]
+    if len(reduced) > MAX_REDUCED_DIMS:
+        return None
+    red_dims = len(reduced)
+    reduced = [(1, 0, 0)] * (MAX_REDUCED_DIMS - red_dims) + reduced
+
+    kept = [(shape[i], x_strides[i], out_strides[i]) for i in range(len(shape))
+            if i not in axes and shape[i] != 1]
+    kept = _sort_and_merge(kept, key=lambda d: (d[1] == 0, d[1], d[2]),
+                           mergeable=lambda o, i: o[1] == i[0] * i[1] and o[2] == i[0] * i[2])
+    inner = kept[-1] if kept else (1, 0, 0)
+    outer = kept[:-1]
+    if len(outer) > _layout.MAX_OUTER_DIMS:  # cannot happen for rank <= 8 with an axis reduced
+        raise ValueError(f"too many non-mergeable kept dimensions ({len(outer)})")
+    outer = [(1, 0, 0)] * (_layout.MAX_OUTER_DIMS - len(outer)) + outer
+
+    kept_shape = [d[0] for d in kept]
+    index_64 = (_layout.needs_64bit([(shape, x_strides),
+                                     (kept_shape, [d[2] for d in kept])])
+                or red_len + (1 << 16) > _layout.INT32_LIMIT)
+    return ReduceLayout(
+        red_len=red_len, red_dims=red_dims, red_sizes=tuple(d[0] for d in reduced),
+        x_red_strides=tuple(d[1] for d in reduced), red_weights=tuple(d[2] for d in reduced),
+        inner_len=inner[0], x_inner_stride=inner[1], out_inner_stride=inner[2],
+        outer_sizes=tuple(d[0] for d in outer), x_outer_strides=tuple(d[1] for d in outer),
+        out_outer_strides=tuple(d[2] for d in outer), index_64=index_64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Launch
+# ---------------------------------------------------------------------------------------------
+def _check_flag(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected a bool, got {type(value).__name__}")
+    return value
+
+
+def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool = True,
+                index_dtype: torch.dtype = torch.int64, out: Optional[torch.Tensor] = None,
+                config: Optional[ReduceConfig] = None) -> torch.Tensor:
+    """Reduce ``axes`` of ``x`` with ``combine``; see ``tritonml.reduce``. ``config`` overrides
+    the heuristic's choice of regime and tile (``tritonml_autotune.heuristics.reduce_config``)."""
+    # --- validate (nothing is launched or written before every check has passed) ---
+    _layout.check_tensor("x", x)
+    if not isinstance(combine, ReduceCombine):
+        raise TypeError(f"combine: expected a ReduceCombine, got {type(combine).__name__}")
+    if combine.float_only and not is_float(x.dtype):
+        raise TypeError(f"function: {combine.name} is defined for floating-point x only (float16, "
+                        f"bfloat16, float32, float64; DirectML allows floats only), but x has dtype "
+                        f"{dtype_name(x.dtype)}; convert x to a floating-point dtype first")
+    axes = normalize_axes(axes, x.dim())
+    keepdims = _check_flag("keepdims", keepdims)
+    _check_index_dtype(index_dtype)
+    shape = tuple(x.shape) if x.dim() else (1,)
+    x_strides = tuple(x.stride()) if x.dim() else (1,)
+    if x.dim() == 0:
+        result_shape = ()
+    elif keepdims:
+        result_shape = tuple(1 if i in axes else s for i, s in enumerate(shape))
+    else:
+        result_shape = tuple(s for i, s in enumerate(shape) if i not in axes)
+    result_dtype = index_dtype if combine.returns_index else x.dtype
+    if out is not None:
+        _layout.check_out(out, x, shape=result_shape, dtype=result_dtype)
+    if config is not None:
+        if not isinstance(config, ReduceConfig):
+            raise TypeError(f"config: expected a ReduceConfig, got {type(config).__name__}")
+        config.validate()
+    red_len = math.prod(shape[a] for a in axes)
+    if combine.returns_index:
+        if red_len == 0:
+            sizes = {a: shape[a] for a in axes}
+            raise ValueError(f"axes: {combine.name} over a reduced axis of size 0 (sizes {sizes}) has "
+                             "no index to return")
+        _check_index_fits(index_dtype, red_len, combine.name)
+    if out is None:
+        out = torch.empty(result_shape, dtype=result_dtype, device=x.device)
+    if out.numel() == 0:
+        return out
+
+    # --- canonicalize ---
+    out_kept_strides = iter(out.stride() if out.dim() else (1,))
+    if keepdims or x.dim() == 0:
+        out_strides = tuple(next(out_kept_strides) for _ in shape)
+    else:
+        out_strides = tuple(0 if i in axes else next(out_kept_strides) for i in range(len(shape)))
+    layout = reduce_layout(shape, x_strides, out_strides, axes, combine.returns_index)
+    if layout is None:
+        # More than MAX_REDUCED_DIMS reduced dims that cannot merge (a permuted view reducing many
+        # axes apart): the one layout that forces a copy. In a contiguous x they always fit.
+        x = x.contiguous()
+        layout = reduce_layout(shape, tuple(x.stride()), out_strides, axes, combine.returns_index)
+    if config is None:
+        from tritonml_autotune.heuristics import reduce_config
+        config = reduce_config(layout, x.device.type, x.device)
+
+    # --- launch ---
+    launch_reduce(x, out, layout, combine, config)
+    return out
+
+
+def launch_reduce(x, out, layout: ReduceLayout, combine: ReduceCombine, config: ReduceConfig) -> None:
+    """Launch the kernels ``config`` names over an already validated, canonical layout: one launch,
+    or two for "split" (partial states to a workspace, then one fold per chain)."""
+    if _backend.INTERPRET:
+        # The interpreter computes with numpy, which warns on IEEE results the functions define
+        # (log 0 = -inf, 0 / 0 = NaN for an empty AVERAGE, exp overflow); a GPU does not warn.
+        with numpy.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            _launch(x, out, layout, combine, config)
+    else:
+        _launch(x, out, layout, combine, config)
+
+
+def _launch(x, out, layout: ReduceLayout, combine: ReduceCombine, config: ReduceConfig) -> None:
+    chains = layout.chains(config.block_inner)
+    splits = config.splits
+    if splits == 1:
+        split_len = max(layout.red_len, 1)
+    else:
+        split_len = -(-layout.red_len // splits)
+        split_len = max(1, -(-split_len // config.block_axis)) * config.block_axis
+    # Reduced positions a program may form (past the end, by the last tile) and workspace slots.
+    reach = max(splits * split_len, layout.red_len) + config.block_axis
+    index_64 = (layout.index_64 or reach > _layout.INT32_LIMIT
+                or chains * splits * config.block_inner > _layout.INT32_LIMIT)
+    state = combine.state(x.dtype, index_64)
+    functions = dict(MERGE=combine.merge, ALONG=combine.along, FINISH=combine.finish)
+    meta = dict(PREPARE=combine.prepare, **functions, **state,
+                NEEDS_INDEX=combine.returns_index, RED_DIMS=layout.red_dims, INDEX_64=index_64,
+                BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
+                num_warps=config.num_warps)
+    sizes = (layout.red_len, split_len, layout.inner_len, *layout.outer_sizes[1:],
+             *layout.red_sizes[1:])
+    strides = (layout.x_inner_stride, *layout.x_outer_strides, *layout.x_red_strides,
+               *layout.red_weights, layout.out_inner_stride, *layout.out_outer_strides)
+    if splits == 1:
+        _trace.launch(reduce_kernel, (chains, 1), x, out, out, out, *sizes, *strides,
+                      WRITE_PARTIAL=False, **meta)
+        return
+    slots = chains * splits * config.block_inner
+    values = torch.empty(slots, dtype=_TORCH_OF_TL[state["STATE_DTYPE"]], device=x.device)
+    aux = (torch.empty(slots, dtype=_TORCH_OF_TL[state["AUX_DTYPE"]], device=x.device)
+           if state["HAS_AUX"] else values)
+    _trace.launch(reduce_kernel, (chains, splits), x, out, values, aux, *sizes, *strides,
+                  WRITE_PARTIAL=True, **meta)
+    _trace.launch(reduce_partials_kernel, (chains,), values, aux, out, splits, layout.red_len,
+                  layout.inner_len, *layout.outer_sizes[1:], layout.out_inner_stride,
+                  *layout.out_outer_strides, **functions, **state, INDEX_64=index_64,
+                  BLOCK_SPLIT=config.block_split, BLOCK_INNER=config.block_inner,
+                  num_warps=config.num_warps)
+
+
+# ---------------------------------------------------------------------------------------------
+# Public function
+# ---------------------------------------------------------------------------------------------
+def reduce(x: torch.Tensor, function, axes=None, *, keepdims: bool = True,
+           index_dtype: torch.dtype = torch.int64, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Reduce ``axes`` of ``x`` with ``function`` (DML_REDUCE_OPERATOR_DESC).
+
+    function: a ``ReduceFunction`` or its name in any case ("sum", "LOG_SUM_EXP").
+    axes: an int, a sequence of distinct ints (negative count from the end), or None for all axes.
+    keepdims: True keeps the rank with reduced axes of size 1 (DirectML's output); False drops them.
+    index_dtype: ARGMAX/ARGMIN output dtype: torch.int32, int64, uint32 or uint64. The index is
+        row-major over the reduced axes only; ties give the first occurrence, NaN the first NaN.
+    out: a tensor of the result's shape, dtype (x's, or index_dtype) and device to write into.
+    Returns the result. See docs/reduce.md for types, empty axes and NaN rules.
+    """
+    _layout.check_tensor("x", x)
+    combine = COMBINES[_function(function)]
+    return reduce_axes(x, axes, combine, keepdims=keepdims, index_dtype=index_dtype, out=out)
