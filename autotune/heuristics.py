@@ -28,7 +28,7 @@ def scan_config(layout, device_type: str, device=None, acc_bytes: int = 8) -> Sc
     if layout.axis_is_contiguous:
         regime = "rows"
         cap = spaces.GPU_ROWS_MAX_BLOCK_AXIS if on_gpu else spaces.CPU_ROWS_MAX_BLOCK_AXIS
-        block_axis = min(next_pow2(axis_len), cap)
+        block_axis = min(next_pow2(axis_len), cap, budget)
         block_inner = min(next_pow2(inner_len), max(1, budget // block_axis))
     else:
         regime = "columns"
@@ -37,10 +37,14 @@ def scan_config(layout, device_type: str, device=None, acc_bytes: int = 8) -> Sc
         block_axis = min(next_pow2(axis_len), max(1, budget // block_inner))
     if on_gpu:
         chains = layout.outer_len * -(-inner_len // block_inner)
-        lookback_axis = max(1, budget // block_inner)
+        # Look-back tiles are tall: each tile publishes and reads back 3 accumulator rows, which
+        # must stay a few percent of the tile's own traffic.
+        lookback_axis = min(next_pow2(axis_len),
+                            max(spaces.LOOKBACK_MIN_BLOCK_AXIS, budget // block_inner))
+        lookback_inner = max(1, min(block_inner, budget // lookback_axis))
         if (chains < _gpu_programs_target(device)
                 and axis_len >= spaces.LOOKBACK_MIN_TILES * lookback_axis):
-            regime, block_axis = "lookback", lookback_axis
+            regime, block_axis, block_inner = "lookback", lookback_axis, lookback_inner
     warps = 8 if block_axis * block_inner > spaces.GPU_EIGHT_WARPS_ABOVE else 4
     return ScanConfig(regime, block_axis, block_inner, warps)
 

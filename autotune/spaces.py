@@ -16,6 +16,10 @@ GPU_COLUMNS_MAX_BLOCK_INNER = 128
 GPU_MIN_PROGRAMS = 264
 # The look-back regime only pays when each independent scan splits into at least this many tiles.
 LOOKBACK_MIN_TILES = 4
+# Rows per look-back tile at least: a tile publishes its aggregate and prefix and reads a prefix
+# back (3 accumulator rows of block_inner values); 128 rows keep that under 2.5% of the tile's
+# bytes for float32 (3 * 8 B / (128 * 2 * 4 B)) and under 10% even for int8.
+LOOKBACK_MIN_BLOCK_AXIS = 128
 # Warps: 8 for tiles above this many elements, else 4.
 GPU_EIGHT_WARPS_ABOVE = 2048
 

@@ -118,10 +118,7 @@ SCAN_CASES = {
     "lookback strided": ((1024, 128), 0, ScanConfig("lookback", 128, 128, num_warps=8), (F32, F16)),
     "cuda heuristic rows": ((16, 4096), 1, None, (F32,)),
     "cuda heuristic long row": ((1, 2 ** 15), 1, None, (F32,)),
-    "cuda heuristic columns": ((256, 256), 0, None, (F32,), pytest.mark.xfail(strict=True, reason=(
-        "the CUDA heuristic's strided look-back tile is a few rows x 128 (8 x 128 for float32): "
-        "each tile's published aggregate and prefix and the prefix read back, 128 accumulators "
-        "each, weigh 3 x 8 / (rows x 2 x 4) of its data (37% at 8 rows)"))),
+    "cuda heuristic columns": ((4096, 64), 0, None, (F32,)),
 }
 
 

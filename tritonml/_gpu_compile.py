@@ -155,15 +155,33 @@ def summarize(compiled) -> dict:
     return summary
 
 
-def compile_in_subprocess(descriptions: list, archs=(80, 90), timeout: float = 3600) -> list:
-    """Compile every description for every arch in a separate compiled-mode Python process."""
+def compile_in_subprocess(descriptions: list, archs=(80, 90), timeout: float = 3600,
+                          workers: int | None = None) -> list:
+    """Compile every description for every arch in compiled-mode Python processes (``workers``
+    of them, default: one per CPU core, ptxas being single-threaded); results keep the order
+    of ``descriptions`` x ``archs``."""
+    workers = max(1, min(workers or os.cpu_count() or 1, len(descriptions) or 1))
     env = dict(os.environ, TRITON_INTERPRET="0")
-    payload = json.dumps({"archs": list(archs), "launches": descriptions})
-    done = subprocess.run([sys.executable, "-m", "tritonml._gpu_compile"], input=payload,
-                          capture_output=True, text=True, env=env, timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"GPU compilation failed:\n{done.stderr[-4000:]}")
-    return json.loads(done.stdout)
+    chunks = [descriptions[i::workers] for i in range(workers)]
+    procs = [subprocess.Popen([sys.executable, "-m", "tritonml._gpu_compile"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for _ in chunks]
+    outputs = []
+    for proc, chunk in zip(procs, chunks):
+        proc.stdin.write(json.dumps({"archs": list(archs), "launches": chunk}))
+        proc.stdin.close()
+    for proc in procs:
+        stdout, stderr = proc.stdout.read(), proc.stderr.read()
+        if proc.wait(timeout=timeout) != 0:
+            raise RuntimeError(f"GPU compilation failed:\n{stderr[-4000:]}")
+        outputs.append(json.loads(stdout))
+    # interleave the chunks back into the original order
+    per = len(archs)
+    results = [None] * (len(descriptions) * per)
+    for w, out in enumerate(outputs):
+        for j, entry in enumerate(out):
+            results[(w + (j // per) * workers) * per + j % per] = entry
+    return results
 
 
 def main() -> None:
@@ -171,7 +189,8 @@ def main() -> None:
     results = []
     for desc in request["launches"]:
         for arch in request["archs"]:
-            entry = {"kernel": desc["kernel"], "arch": arch, "meta": desc["meta"]}
+            entry = {"kernel": desc["kernel"], "arch": arch, "meta": desc["meta"],
+                     "case": desc.get("case")}
             try:
                 entry.update(summarize(compile_description(desc, arch)))
                 entry["ok"] = True

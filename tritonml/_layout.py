@@ -135,8 +135,10 @@ def merge_dims(sizes: Sequence[int], strides: Sequence[Sequence[int]]):
 def needs_64bit(tensors_extents: Sequence[tuple[Sequence[int], Sequence[int]]]) -> bool:
     """Whether any address offset (in elements) can pass int32, counting masked tile overrun."""
     for sizes, strides in tensors_extents:
-        reach = sum((s + _MAX_TILE_OVERRUN) * st for s, st in zip(sizes, strides))
-        if reach > INT32_LIMIT:
+        used = [(s, st) for s, st in zip(sizes, strides) if s > 1]
+        last = sum((s - 1) * st for s, st in used)
+        overrun = _MAX_TILE_OVERRUN * max((st for _, st in used), default=0)
+        if last + overrun > INT32_LIMIT:
             return True
     return False
 
@@ -157,11 +159,20 @@ class AxisLayout:
     out_axis_stride: int
     out_inner_stride: int
     out_outer_strides: tuple
-    index_64: bool
+    x_last: int       # offset of the last element x addresses
+    out_last: int     # offset of the last element out addresses
 
     @property
     def outer_len(self) -> int:
         return math.prod(self.outer_sizes)
+
+    def needs_index_64(self, block_axis: int, block_inner: int) -> bool:
+        """Whether tiles of this shape form offsets past int32: masked lanes of the last tile
+        reach up to one tile past the end of the axis and of the inner dim."""
+        return (self.x_last + block_axis * self.x_axis_stride + block_inner * self.x_inner_stride
+                > INT32_LIMIT
+                or self.out_last + block_axis * self.out_axis_stride
+                + block_inner * self.out_inner_stride > INT32_LIMIT)
 
     @property
     def axis_is_contiguous(self) -> bool:
@@ -190,6 +201,7 @@ def axis_layout(shape: Sequence[int], x_strides: Sequence[int], out_strides: Seq
     out_outer = (0,) * pad + tuple(d[1][1] for d in outer)
     axis_len = shape[axis]
     x_axis, out_axis = (x_strides[axis], out_strides[axis]) if axis_len > 1 else (0, 0)
-    index_64 = needs_64bit([(shape, x_strides), (shape, out_strides)])
+    x_last = sum((s - 1) * st for s, st in zip(shape, x_strides))
+    out_last = sum((s - 1) * st for s, st in zip(shape, out_strides))
     return AxisLayout(axis_len, inner_len, outer_sizes, x_axis, x_inner, x_outer,
-                      out_axis, out_inner, out_outer, index_64)
+                      out_axis, out_inner, out_outer, x_last, out_last)

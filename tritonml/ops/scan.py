@@ -78,7 +78,8 @@ def launch_scan(x, out, layout, combine: ScanCombine, *, reverse: bool, exclusiv
     """Launch the kernel ``config`` names over an already validated, canonical layout."""
     chains = layout.outer_len * -(-layout.inner_len // config.block_inner)
     meta = dict(COMBINE=combine.fn, IDENTITY=combine.identity, ACC_DTYPE=ACC_DTYPE[x.dtype],
-                REVERSE=reverse, EXCLUSIVE=exclusive, INDEX_64=layout.index_64,
+                REVERSE=reverse, EXCLUSIVE=exclusive,
+                INDEX_64=layout.needs_index_64(config.block_axis, config.block_inner),
                 BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
                 num_warps=config.num_warps)
     if config.regime == "lookback":
