@@ -24,12 +24,6 @@ from tritonml.dml import (AxisDirection, CumulativeProductOperatorDesc, Cumulati
 DEVICE = "cpu" if tritonml.INTERPRET else "cuda"
 DOCS_EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
 
-try:
-    from tritonml.ops.reduce import reduce as _reduce  # noqa: F401
-    HAVE_REDUCE = True
-except ImportError:
-    HAVE_REDUCE = False
-needs_reduce = pytest.mark.skipif(not HAVE_REDUCE, reason="tritonml.reduce (issue 3) has not landed")
 
 SUM, PROD = CumulativeSummationOperatorDesc, CumulativeProductOperatorDesc
 
@@ -297,7 +291,6 @@ REDUCE_SPEC_EXAMPLES = [  # spec/reduce.md, verbatim
 ]
 
 
-@needs_reduce
 @pytest.mark.parametrize("function,axes,x,out_sizes,out_type,expected", REDUCE_SPEC_EXAMPLES)
 def test_documented_reduce_examples_through_descriptors(function, axes, x, out_sizes, out_type, expected):
     t_in, t_out = tensor("FLOAT32", [3, 3]), tensor(out_type, out_sizes)
@@ -308,13 +301,10 @@ def test_documented_reduce_examples_through_descriptors(function, axes, x, out_s
     np.testing.assert_array_equal(gather(out, t_out), np.asarray(expected, NP_DTYPE[out_type]))
 
 
-@needs_reduce
-@pytest.mark.parametrize("example", examples.REDUCE_EXAMPLES or [None],
-                         ids=lambda e: "none" if e is None else e.title)
+@pytest.mark.parametrize("example", examples.REDUCE_EXAMPLES, ids=lambda e: e.title)
 def test_reduce_examples_module_through_descriptors(example):
     """tritonml.examples.REDUCE_EXAMPLES (the demo's list), run through descriptors."""
-    if example is None:
-        pytest.skip("tritonml.examples.REDUCE_EXAMPLES is empty")
+    assert examples.REDUCE_EXAMPLES, "the reduce examples are missing"
     kwargs = dict(example.kwargs)
     function = kwargs.get("function")
     function = getattr(function, "name", function)
@@ -430,7 +420,6 @@ def test_default_total_size_is_directml_minimum_and_buffer_of_exactly_that_works
     assert_untouched_outside(out, t)
 
 
-@needs_reduce
 @pytest.mark.parametrize("function,dtype,out_type,axes", [
     ("SUM", "FLOAT32", "FLOAT32", [1]),
     ("MAX", "INT16", "INT16", [0, 2]),
@@ -498,20 +487,9 @@ def test_bad_buffers_raise_before_anything_is_written(case, field, words):
     assert all(torch.equal(b, a) for b, a in zip(before, after))
 
 
-# Found through this layer: under Triton's interpreter, tritonml.reduce gets MAX, MULTIPLY, ARGMAX and
-# ARGMIN wrong on bfloat16 (MAX gives -inf, MULTIPLY 0, ARGMAX/ARGMIN an index out of range). Likely
-# the cause the scan kernels fixed in _load_tile: the interpreter turns an integer ``other=`` of a
-# bfloat16 load into that raw bit pattern, not that value. A reduce-kernel bug, not a descriptor
-# one; strict, so the fix shows up here.
-BF16_REDUCE_BUG_FUNCTIONS = ("ARGMAX", "ARGMIN", "MAX", "MULTIPLY")
-BF16_REDUCE_BUG = pytest.mark.xfail(
-    tritonml.INTERPRET, strict=True,
-    reason="reduce kernel: MAX/MULTIPLY/ARGMAX/ARGMIN wrong on bfloat16 under the interpreter")
-
-
-@needs_reduce
-@BF16_REDUCE_BUG
-@pytest.mark.parametrize("function", BF16_REDUCE_BUG_FUNCTIONS)
+# Found through this layer (bfloat16 MAX gave -inf, MULTIPLY 0, ARGMAX/ARGMIN an index out of
+# range under the interpreter, fixed in the reduce kernels): a regression test.
+@pytest.mark.parametrize("function", ("ARGMAX", "ARGMIN", "MAX", "MULTIPLY"))
 def test_bfloat16_reduce_through_descriptors(function):
     out_type = "INT64" if function.startswith("ARG") else "BFLOAT16"
     t_in, t_out = tensor("BFLOAT16", [2, 3]), tensor(out_type, [2, 1])
@@ -521,7 +499,6 @@ def test_bfloat16_reduce_through_descriptors(function):
     np.testing.assert_array_equal(gather(out, t_out), reduce_oracle(x, function, [1], "BFLOAT16", out_type))
 
 
-@needs_reduce
 def test_reduce_output_overlapping_its_input_is_an_error():
     t_in, t_out = tensor("FLOAT32", [2, 3]), tensor("FLOAT32", [2, 1])
     op = dml.compile_operator(ReduceOperatorDesc("SUM", t_in, t_out, [1]))
@@ -533,51 +510,8 @@ def test_reduce_output_overlapping_its_input_is_an_error():
     assert torch.equal(buf, before)
 
 
-def test_reduce_without_the_reduce_kernels_says_so_clearly():
-    if HAVE_REDUCE:
-        pytest.skip("tritonml.reduce is available")
-    t_in, t_out = tensor("FLOAT32", [2, 3]), tensor("FLOAT32", [2, 1])
-    desc = ReduceOperatorDesc("SUM", t_in, t_out, [1])
-    assert dml.validate(desc) == []  # validation needs no kernel
-    with pytest.raises(RuntimeError, match="tritonml.reduce"):
-        dml.compile_operator(desc)
-
-
-# ============================================================================================
-# Enums, buffer-size calculation, JSON
-# ============================================================================================
-def test_enum_values_are_directml_h_values():
-    assert [(m.name, m.value) for m in DataType if m is not DataType.BFLOAT16] == [
-        ("FLOAT32", 1), ("FLOAT16", 2), ("UINT32", 3), ("UINT16", 4), ("UINT8", 5), ("INT32", 6),
-        ("INT16", 7), ("INT8", 8), ("FLOAT64", 9), ("UINT64", 10), ("INT64", 11)]
-    assert DataType.BFLOAT16.value > 13  # outside DML_TENSOR_DATA_TYPE (which ends at INT4 = 13)
-    assert (AxisDirection.INCREASING, AxisDirection.DECREASING) == (0, 1)
-    assert [m.name for m in ReduceFunction] == ["ARGMAX", "ARGMIN", "AVERAGE", "L1", "L2", "LOG_SUM",
-                                                "LOG_SUM_EXP", "MAX", "MIN", "MULTIPLY", "SUM",
-                                                "SUM_SQUARE"]
-    assert list(ReduceFunction) == list(range(12))
-    assert (TensorFlags.NONE, TensorFlags.OWNED_BY_DML) == (0, 1)
-    assert [str(level) for level in FeatureLevel] == LEVEL_NAMES
-    assert [level.value for level in FeatureLevel] == [int(n.replace("_", ""), 16) * 0x100
-                                                       for n in LEVEL_NAMES]
-    assert dml.DEFAULT_FEATURE_LEVEL is FeatureLevel.LEVEL_5_0
-
-
-@pytest.mark.parametrize("text", ["4_1", "4.1", "DML_FEATURE_LEVEL_4_1", "level_4_1", 0x4100,
-                                  FeatureLevel.LEVEL_4_1])
-def test_feature_level_spellings(text):
-    assert FeatureLevel.parse(text) is FeatureLevel.LEVEL_4_1
-
-
-@pytest.mark.parametrize("name", ["int32", "INT32", "DML_TENSOR_DATA_TYPE_INT32", torch.int32])
-def test_data_type_spellings(name):
-    assert TensorDesc(name, [1]).data_type is DataType.INT32
-
-
 def test_reduce_function_accepts_tritonml_enum_members_by_name():
-    enum_cls = getattr(tritonml, "ReduceFunction", None)
-    if enum_cls is None:
-        pytest.skip("tritonml.ReduceFunction (issue 3) has not landed")
+    enum_cls = tritonml.ReduceFunction
     for member in enum_cls:
         assert ReduceFunction.parse(member) is ReduceFunction[member.name]
 
@@ -750,13 +684,14 @@ def test_input_data_types_per_feature_level_match_the_spec_tables(key, level):
             assert "input_tensor.data_type" in fields
 
 
-@pytest.mark.parametrize("level", LEVELS, ids=str)
-@pytest.mark.parametrize("key", OPERATOR_KEYS)
+# Only the (operator, level) pairs where the operator exists; the others are checked above.
+AVAILABLE_AT = [(key, level) for key in OPERATOR_KEYS for level in LEVELS
+                if spec_row(*_split(key), level) is not None]
+
+
+@pytest.mark.parametrize("key,level", AVAILABLE_AT, ids=[f"{k}-{l}" for k, l in AVAILABLE_AT])
 def test_dimension_counts_per_feature_level_match_the_spec_tables(key, level):
-    row = spec_row(*_split(key), level)
-    if row is None:
-        pytest.skip("operator not available at this level (checked above)")
-    dims, _, _ = row
+    dims, _, _ = spec_row(*_split(key), level)
     accepted = {rank for rank in range(1, 9) if not dml.validate(_desc_for(key, "FLOAT32", rank), level)}
     assert accepted == set(dims)
     for rank in set(range(1, 9)) - set(dims):
@@ -1042,7 +977,7 @@ def descriptor_cases(draw):
     wild = draw(st.sampled_from([None] * 6 + WILD_FIELDS + ["all"]))
     w = lambda name: wild in (name, "all")  # noqa: E731
     op = draw(st.sampled_from(["CUMULATIVE_SUMMATION", "CUMULATIVE_PRODUCT"]
-                              + (["reduce", "reduce"] if HAVE_REDUCE else [])))
+                              + ["reduce", "reduce"]))
     function = draw(st.sampled_from(sorted(FUNCTION_TABLE))) if op == "reduce" else None
     operator = "REDUCE" if op == "reduce" else op
     levels = [lv for lv in HYPOTHESIS_LEVELS if w("level") or spec_row(operator, function, lv)]
@@ -1089,13 +1024,6 @@ def _build(case):
               **{flag: case["exclusive"]})
 
 
-def _known_kernel_bug(case) -> bool:
-    """Kernel bugs (below the descriptor layer) that strict xfail tests pin; see their reasons."""
-    if not tritonml.INTERPRET or case["input"]["type"] != "BFLOAT16":
-        return False
-    return case["op"] == "reduce" and case["function"] in BF16_REDUCE_BUG_FUNCTIONS
-
-
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(descriptor_cases())
 def test_random_descriptors_are_rejected_or_match_numpy(case):
@@ -1108,8 +1036,6 @@ def test_random_descriptors_are_rejected_or_match_numpy(case):
         return
     op = dml.compile_operator(desc, case["level"])
     t_in, t_out = desc.input_tensor, desc.output_tensor
-    if _known_kernel_bug(case):
-        return  # pinned by a strict xfail test (BF16_REDUCE_BUG)
     global RNG
     RNG = np.random.default_rng(case["seed"])
     x = _values(t_in.data_type.name, t_in.sizes)

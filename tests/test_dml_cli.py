@@ -22,12 +22,6 @@ try:
 except ImportError:  # tritonml.cli is someone else's file; the subcommands stand on their own too
     MAIN = _dml_cli.main
 
-try:
-    from tritonml.ops.reduce import reduce as _reduce  # noqa: F401
-    HAVE_REDUCE = True
-except ImportError:
-    HAVE_REDUCE = False
-needs_reduce = pytest.mark.skipif(not HAVE_REDUCE, reason="tritonml.reduce (issue 3) has not landed")
 
 DOCS_EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
 SPEC_INPUT = np.array([[[[2, 1, 3, 5], [3, 8, 7, 3], [9, 6, 2, 4]]]], dtype=np.float32)
@@ -71,8 +65,6 @@ DOC_CASES = {
 
 @pytest.mark.parametrize("name", sorted(DOC_CASES))
 def test_docs_worked_examples_run_and_give_the_documented_output(name, tmp_path, capsys):
-    if name.startswith("reduce") and not HAVE_REDUCE:
-        pytest.skip("tritonml.reduce (issue 3) has not landed")
     x, level, expected = DOC_CASES[name]
     np.save(tmp_path / "in.npy", x)
     assert run("validate", DOCS_EXAMPLES / name, "--feature-level", level) == 0
@@ -131,7 +123,6 @@ def test_run_scan_round_trip_through_npy_files(op, dtype, axis, reverse, exclusi
     np.testing.assert_array_equal(y, want)
 
 
-@needs_reduce
 def test_run_reduce_round_trip_through_npy_files(tmp_path):
     rng = np.random.default_rng(3)
     x = rng.standard_normal((4, 3, 5)).astype(np.float32)

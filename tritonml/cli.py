@@ -67,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    import warnings
+
+    # Triton 3.9 warns once per process that its FP-fusion default will change; it is not about
+    # anything the command does.
+    warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION is unset")
     args = build_parser().parse_args(argv)
     return args.handler(args)
 
