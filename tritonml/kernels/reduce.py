@@ -35,7 +35,8 @@ from .. import _backend  # noqa: F401
 import triton
 import triton.language as tl
 
-from .indexing import outer_offsets
+# The chain -> (x offsets, out offsets, inner mask) map is the scan kernels' own (same view).
+from .scan import _program_coordinates
 
 
 @triton.jit
@@ -99,23 +100,16 @@ def reduce_kernel(
     """
     chain = tl.program_id(0)
     split = tl.program_id(1)
-    inner_blocks = tl.cdiv(inner_len, BLOCK_INNER)
-    outer_idx = chain // inner_blocks
-    inner_block = chain % inner_blocks
-    r_begin = split * split_len
-    if INDEX_64:
-        outer_idx = outer_idx.to(tl.int64)
-        inner_block = inner_block.to(tl.int64)
-        r_begin = r_begin.to(tl.int64)
-    x_base, out_base = outer_offsets(
-        outer_idx, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
+    x_offs, out_offs, inner_mask = _program_coordinates(  # [1, BLOCK_INNER] each
+        chain, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
         x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
         x_outer_stride5,
-        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3, out_outer_stride4,
-        out_outer_stride5)
-    inner_idx = inner_block * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :]  # [1, BLOCK_INNER]
-    inner_mask = inner_idx < inner_len
-    x_offs = x_base + inner_idx * x_inner_stride
+        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
+        out_outer_stride4, out_outer_stride5, x_inner_stride, out_inner_stride,
+        INDEX_64, BLOCK_INNER)
+    r_begin = split * split_len
+    if INDEX_64:
+        r_begin = r_begin.to(tl.int64)
     r_end = tl.minimum(r_begin + split_len, red_len)
 
     # Running per-lane states; functions without aux carry a [1, 1] placeholder.
@@ -151,8 +145,8 @@ def reduce_kernel(
             tl.store(aux_ptr + slot, aux, mask=lane_mask)
     else:
         result = FINISH(values, aux, red_len)
-        out_offs = out_base + tl.reshape(inner_idx, [BLOCK_INNER]) * out_inner_stride
-        tl.store(out_ptr + out_offs, result.to(out_ptr.dtype.element_ty), mask=lane_mask)
+        tl.store(out_ptr + tl.reshape(out_offs, [BLOCK_INNER]), result.to(out_ptr.dtype.element_ty),
+                 mask=lane_mask)
 
 
 @triton.jit
@@ -173,19 +167,13 @@ def reduce_partials_kernel(
     """Stage 2 of "split": one program per chain folds its ``splits`` partial states
     ([BLOCK_SPLIT, BLOCK_INNER] at a time, always in the same order) and writes FINISH(state)."""
     chain = tl.program_id(0)
-    inner_blocks = tl.cdiv(inner_len, BLOCK_INNER)
-    outer_idx = chain // inner_blocks
-    inner_block = chain % inner_blocks
-    if INDEX_64:
-        outer_idx = outer_idx.to(tl.int64)
-        inner_block = inner_block.to(tl.int64)
-    _, out_base = outer_offsets(
-        outer_idx, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
+    _, out_offs, inner_mask = _program_coordinates(  # [1, BLOCK_INNER] each
+        chain, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
         0, 0, 0, 0, 0, 0,
-        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3, out_outer_stride4,
-        out_outer_stride5)
+        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
+        out_outer_stride4, out_outer_stride5, 0, out_inner_stride, INDEX_64, BLOCK_INNER)
     lane = tl.arange(0, BLOCK_INNER)
-    lane_mask = inner_block * BLOCK_INNER + lane < inner_len
+    lane_mask = tl.reshape(inner_mask, [BLOCK_INNER])
 
     values = tl.full([BLOCK_SPLIT, BLOCK_INNER], IDENTITY, STATE_DTYPE)
     if HAS_AUX:
@@ -207,5 +195,5 @@ def reduce_partials_kernel(
     values, aux = ALONG(values, aux)
 
     result = FINISH(values, aux, red_len)
-    out_offs = out_base + (inner_block * BLOCK_INNER + lane) * out_inner_stride
-    tl.store(out_ptr + out_offs, result.to(out_ptr.dtype.element_ty), mask=lane_mask)
+    tl.store(out_ptr + tl.reshape(out_offs, [BLOCK_INNER]), result.to(out_ptr.dtype.element_ty),
+             mask=lane_mask)
