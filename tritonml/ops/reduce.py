@@ -24,6 +24,7 @@ from .._config import ReduceConfig
 from .._dtypes import ACC_DTYPE, TL_DTYPE, dtype_name, is_float
 from ..kernels import combine as _combine
 from ..kernels.reduce import reduce_kernel, reduce_partials_kernel
+from .scan import _check_flag
 
 MAX_REDUCED_DIMS = 4
 INDEX_DTYPES = (torch.int32, torch.int64, torch.uint32, torch.uint64)
@@ -298,12 +299,6 @@ def reduce_layout(shape, x_strides, out_strides, axes, keep_index_order: bool):
 # ---------------------------------------------------------------------------------------------
 # Launch
 # ---------------------------------------------------------------------------------------------
-def _check_flag(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name}: expected a bool, got {type(value).__name__}")
-    return value
-
-
 def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool = True,
                 index_dtype: torch.dtype = torch.int64, out: Optional[torch.Tensor] = None,
                 config: Optional[ReduceConfig] = None) -> torch.Tensor:
