@@ -40,6 +40,12 @@ def check_tensor(name: str, x, allowed_dtypes=None) -> None:
     _backend.check_device(name, x)
 
 
+def check_bool(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name}: expected a bool, got {type(value).__name__}")
+    return value
+
+
 def normalize_axis(axis, rank: int, name: str = "axis") -> int:
     """Negative axes count from the end; a 0-d tensor accepts 0 and -1 (it acts as shape [1])."""
     if isinstance(axis, bool) or not isinstance(axis, int):

@@ -31,3 +31,34 @@ def outer_offsets(outer_idx,
     out_off = (i0 * out_stride0 + i1 * out_stride1 + i2 * out_stride2 + i3 * out_stride3
                + i4 * out_stride4 + i5 * out_stride5)
     return x_off, out_off
+
+
+@triton.jit
+def chain_offsets(chain, inner_len,
+                         outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
+                         x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3,
+                         x_outer_stride4, x_outer_stride5,
+                         out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
+                         out_outer_stride4, out_outer_stride5,
+                         x_inner_stride, out_inner_stride,
+                         INDEX_64: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """Map a chain (an outer index x a block of BLOCK_INNER inner positions: one independent scan
+    or reduction) to its base offsets.
+
+    Returns (x_offsets [1, BLOCK_INNER], out_offsets [1, BLOCK_INNER], inner_mask [1, BLOCK_INNER]).
+    """
+    inner_blocks = tl.cdiv(inner_len, BLOCK_INNER)
+    outer_idx = chain // inner_blocks
+    inner_block = chain % inner_blocks
+    if INDEX_64:
+        outer_idx = outer_idx.to(tl.int64)
+        inner_block = inner_block.to(tl.int64)
+    x_base, out_base = outer_offsets(
+        outer_idx, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
+        x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
+        x_outer_stride5,
+        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3, out_outer_stride4,
+        out_outer_stride5)
+    inner_idx = inner_block * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :]
+    inner_mask = inner_idx < inner_len
+    return x_base + inner_idx * x_inner_stride, out_base + inner_idx * out_inner_stride, inner_mask

@@ -35,8 +35,7 @@ from .. import _backend  # noqa: F401
 import triton
 import triton.language as tl
 
-# The chain -> (x offsets, out offsets, inner mask) map is the scan kernels' own (same view).
-from .scan import _program_coordinates
+from .indexing import chain_offsets
 
 
 @triton.jit
@@ -100,7 +99,7 @@ def reduce_kernel(
     """
     chain = tl.program_id(0)
     split = tl.program_id(1)
-    x_offs, out_offs, inner_mask = _program_coordinates(  # [1, BLOCK_INNER] each
+    x_offs, out_offs, inner_mask = chain_offsets(  # [1, BLOCK_INNER] each
         chain, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
         x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
         x_outer_stride5,
@@ -167,7 +166,7 @@ def reduce_partials_kernel(
     """Stage 2 of "split": one program per chain folds its ``splits`` partial states
     ([BLOCK_SPLIT, BLOCK_INNER] at a time, always in the same order) and writes FINISH(state)."""
     chain = tl.program_id(0)
-    _, out_offs, inner_mask = _program_coordinates(  # [1, BLOCK_INNER] each
+    _, out_offs, inner_mask = chain_offsets(  # [1, BLOCK_INNER] each
         chain, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
         0, 0, 0, 0, 0, 0,
         out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,

@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 from .combine import scan_along
-from .indexing import outer_offsets
+from .indexing import chain_offsets
 
 # Tile states in the look-back kernel's status words.
 STATE_EMPTY = tl.constexpr(0)      # nothing published yet (the workspace starts zeroed)
@@ -90,36 +90,6 @@ def _scan_tile(x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride,
 
 
 @triton.jit
-def _program_coordinates(chain, inner_len,
-                         outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
-                         x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3,
-                         x_outer_stride4, x_outer_stride5,
-                         out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
-                         out_outer_stride4, out_outer_stride5,
-                         x_inner_stride, out_inner_stride,
-                         INDEX_64: tl.constexpr, BLOCK_INNER: tl.constexpr):
-    """Map an independent scan ("chain": outer index x inner block) to its base offsets.
-
-    Returns (x_offsets [1, BLOCK_INNER], out_offsets [1, BLOCK_INNER], inner_mask [1, BLOCK_INNER]).
-    """
-    inner_blocks = tl.cdiv(inner_len, BLOCK_INNER)
-    outer_idx = chain // inner_blocks
-    inner_block = chain % inner_blocks
-    if INDEX_64:
-        outer_idx = outer_idx.to(tl.int64)
-        inner_block = inner_block.to(tl.int64)
-    x_base, out_base = outer_offsets(
-        outer_idx, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
-        x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
-        x_outer_stride5,
-        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3, out_outer_stride4,
-        out_outer_stride5)
-    inner_idx = inner_block * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :]
-    inner_mask = inner_idx < inner_len
-    return x_base + inner_idx * x_inner_stride, out_base + inner_idx * out_inner_stride, inner_mask
-
-
-@triton.jit
 def scan_tiled_kernel(
     # pointers
     x_ptr, out_ptr,
@@ -141,7 +111,7 @@ def scan_tiled_kernel(
     tiles, carrying a [1, BLOCK_INNER] tally in ACC_DTYPE.
     """
     chain = tl.program_id(0)
-    x_offs, out_offs, inner_mask = _program_coordinates(
+    x_offs, out_offs, inner_mask = chain_offsets(
         chain, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
         x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
         x_outer_stride5,
@@ -222,7 +192,7 @@ def scan_lookback_kernel(
         tile = n_tiles - 1 - step
     else:
         tile = step
-    x_offs, out_offs, inner_mask = _program_coordinates(
+    x_offs, out_offs, inner_mask = chain_offsets(
         chain, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
         x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
         x_outer_stride5,

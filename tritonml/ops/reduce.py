@@ -24,7 +24,6 @@ from .._config import ReduceConfig
 from .._dtypes import ACC_DTYPE, TL_DTYPE, dtype_name, is_float
 from ..kernels import combine as _combine
 from ..kernels.reduce import reduce_kernel, reduce_partials_kernel
-from .scan import _check_flag
 
 MAX_REDUCED_DIMS = 4
 INDEX_DTYPES = (torch.int32, torch.int64, torch.uint32, torch.uint64)
@@ -313,7 +312,7 @@ def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool
                         f"bfloat16, float32, float64; DirectML allows floats only), but x has dtype "
                         f"{dtype_name(x.dtype)}; convert x to a floating-point dtype first")
     axes = normalize_axes(axes, x.dim())
-    keepdims = _check_flag("keepdims", keepdims)
+    keepdims = _layout.check_bool("keepdims", keepdims)
     _check_index_dtype(index_dtype)
     shape = tuple(x.shape) if x.dim() else (1,)
     x_strides = tuple(x.stride()) if x.dim() else (1,)

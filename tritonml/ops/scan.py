@@ -26,12 +26,6 @@ SUM = ScanCombine("sum", _combine.add, 0)
 PRODUCT = ScanCombine("product", _combine.mul, 1)
 
 
-def _check_flag(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name}: expected a bool, got {type(value).__name__}")
-    return value
-
-
 def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse: bool = False,
                     exclusive: bool = False, out: Optional[torch.Tensor] = None,
                     config: Optional[ScanConfig] = None) -> torch.Tensor:
@@ -39,8 +33,8 @@ def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse
     # --- validate (nothing is launched or written before every check has passed) ---
     _layout.check_tensor("x", x)
     axis = _layout.normalize_axis(axis, x.dim())
-    reverse = _check_flag("reverse", reverse)
-    exclusive = _check_flag("exclusive", exclusive)
+    reverse = _layout.check_bool("reverse", reverse)
+    exclusive = _layout.check_bool("exclusive", exclusive)
     if not isinstance(combine, ScanCombine):
         raise TypeError(f"combine: expected a ScanCombine, got {type(combine).__name__}")
     if out is not None:
