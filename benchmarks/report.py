@@ -119,15 +119,20 @@ def scan_rows(dtypes, regimes, compile_code: bool) -> list:
             row = {"op": f"cumulative_{case.combine}", "case": case.regime, "choice": case.label,
                    "shape": list(case.shape), "axis": case.axis, "dtype": _dtype_name(dtype),
                    "regime": prepared.config.regime, "tile": _tile(prepared.config)}
-            row.update(measure(prepared))
-            if compile_code:
-                descs = describe_launches(prepared)
-                row["_descriptions"] = descs
-                row["_keys"] = [json.dumps(d, sort_keys=True) for d in descs]
-            rows.append(row)
-            print(f"  {row['op']} {row['case']:9s} {row['choice']:15s} {row['dtype']:8s} "
-                  f"ratio {row['ratio']:.4f} ({row['interpreter_seconds']} s)", file=sys.stderr)
+            rows.append(_measured_row(row, prepared, compile_code))
     return rows
+
+
+def _measured_row(row: dict, prepared, compile_code: bool) -> dict:
+    """Fill ``row`` with the case's bytes and launches (and its launches' descriptions to compile)."""
+    row.update(measure(prepared))
+    if compile_code:
+        descs = describe_launches(prepared)
+        row["_descriptions"] = descs
+        row["_keys"] = [json.dumps(d, sort_keys=True) for d in descs]
+    print(f"  {row['op']} {row['case']:9s} {row['choice']:15s} {row['dtype']:8s} "
+          f"ratio {row['ratio']:.4f} ({row['interpreter_seconds']} s)", file=sys.stderr)
+    return row
 
 
 def reduce_rows(dtypes, compile_code: bool) -> list:
@@ -145,14 +150,7 @@ def reduce_rows(dtypes, compile_code: bool) -> list:
                    "axis": ",".join(map(str, case.axes)) if case.axes is not None else "all",
                    "dtype": _dtype_name(dtype), "regime": prepared.extra.get("regime", "?"),
                    "tile": _tile(prepared.config)}
-            row.update(measure(prepared))
-            if compile_code:
-                descs = describe_launches(prepared)
-                row["_descriptions"] = descs
-                row["_keys"] = [json.dumps(d, sort_keys=True) for d in descs]
-            rows.append(row)
-            print(f"  {row['op']} {row['case']:9s} {row['choice']:15s} {row['dtype']:8s} "
-                  f"ratio {row['ratio']:.4f} ({row['interpreter_seconds']} s)", file=sys.stderr)
+            rows.append(_measured_row(row, prepared, compile_code))
     return rows
 
 
