@@ -45,6 +45,9 @@ def _describe_value(value):
     for name in dir(combine):
         if getattr(combine, name) is value:
             return {"combine": name}
+    fn = getattr(value, "fn", None)  # a user's @triton.jit function: found again by import
+    if fn is not None and "<locals>" not in fn.__qualname__:
+        return {"jit_function": f"{fn.__module__}:{fn.__qualname__}"}
     raise TypeError(f"cannot describe launch argument {value!r}")
 
 
@@ -80,6 +83,9 @@ def _rebuild_value(value):
             return tl.dtype(value["tl_dtype"])
         if "combine" in value:
             return getattr(importlib.import_module(COMBINE_MODULE), value["combine"])
+        if "jit_function" in value:
+            module, name = value["jit_function"].split(":")
+            return getattr(importlib.import_module(module), name)
     return value
 
 
