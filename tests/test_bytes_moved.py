@@ -27,11 +27,8 @@ from benchmarks.memtrace import trace_memory  # noqa: E402
 from tritonml._config import ScanConfig  # noqa: E402
 from tritonml.ops.scan import SUM, cumulative_scan  # noqa: E402
 
-try:  # the reduce operator (issue 3) may not be there yet
-    from tritonml._config import ReduceConfig
-    from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes
-except ImportError:
-    ReduceConfig = None
+from tritonml._config import ReduceConfig  # noqa: E402
+from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET,
                                 reason="bytes are counted in Triton's interpreter")
@@ -160,7 +157,7 @@ def test_scan_reads_input_once_and_writes_output_once(shape, axis, config, dtype
 # ---------------------------------------------------------------------------------------------
 # Launches expected per regime: one kernel, or two for "split" (partials, then their fold).
 REDUCE_LAUNCHES = {"rows": 1, "columns": 1, "split": 2}
-REDUCE_CASES = {} if ReduceConfig is None else {
+REDUCE_CASES = {
     "rows": ((16, 4096), (1,), "SUM", ReduceConfig("rows", 1024, 4, num_warps=8), (F32, F16)),
     "columns": ((512, 256), (0,), "SUM", ReduceConfig("columns", 16, 256, num_warps=8), (F32,)),
     "split": ((2 ** 17,), (0,), "SUM",

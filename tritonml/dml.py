@@ -31,7 +31,8 @@ from typing import Iterable, Optional, Sequence, Union
 
 import torch
 
-from . import _backend
+from . import _backend, _layout
+from .ops.reduce import reduce as reduce_op
 
 __all__ = [
     "DataType", "AxisDirection", "ReduceFunction", "FeatureLevel", "TensorFlags",
@@ -982,21 +983,6 @@ def _span(view: torch.Tensor) -> tuple:
     return start, start + (last + 1) * view.element_size()
 
 
-def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
-            and a.dtype == b.dtype)
-
-
-def _reduce_function():
-    """``tritonml.reduce``, imported when first needed (the descriptor layer does not need it)."""
-    try:
-        from .ops.reduce import reduce as reduce_fn
-    except ImportError as e:
-        raise RuntimeError("DML_OPERATOR_REDUCE needs tritonml.reduce, which this build of tritonml "
-                           f"does not have ({e})") from None
-    return reduce_fn
-
-
 class CompiledOperator:
     """A validated operator desc, ready to run: ``compiled(input_buffer, output_buffer)``.
 
@@ -1010,7 +996,7 @@ class CompiledOperator:
     def __init__(self, desc: OperatorDesc, feature_level: Optional[FeatureLevel]):
         self.desc = desc
         self.feature_level = feature_level
-        self._reduce = _reduce_function() if isinstance(desc, ReduceOperatorDesc) else None
+        self._reduce = reduce_op if isinstance(desc, ReduceOperatorDesc) else None
 
     def __repr__(self) -> str:
         level = "None" if self.feature_level is None else str(self.feature_level)
@@ -1033,7 +1019,7 @@ class CompiledOperator:
         x0, x1 = _span(x)
         o0, o1 = _span(out)
         if x0 < o1 and o0 < x1:
-            in_place_ok = isinstance(desc, _SCAN_DESCS) and _same_view(x, out)
+            in_place_ok = isinstance(desc, _SCAN_DESCS) and _layout.same_view(x, out)
             if not in_place_ok:
                 rule = ("the output's elements overlap the input's; the output may alias the input "
                         "only exactly (same buffer, same sizes and strides) for in-place execution"
