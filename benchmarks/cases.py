@@ -139,14 +139,6 @@ _TORCH_REDUCE = {
 }
 
 
-def reduce_available() -> bool:
-    try:
-        import tritonml.ops.reduce  # noqa: F401
-    except ImportError:
-        return False
-    return hasattr(tritonml, "reduce")
-
-
 def cuda_reduce_config(x: torch.Tensor, out: torch.Tensor, axes: tuple, returns_index: bool):
     """The config the heuristics choose for this reduction on a CUDA device (no GPU needed)."""
     from tritonml.ops.reduce import reduce_layout

@@ -72,9 +72,7 @@ def scan_benchmarks(dtypes, device: str, dry_run: bool):
 
 
 def reduce_benchmarks(dtypes, device: str, dry_run: bool):
-    """Reduce cases, once ``benchmarks.cases`` has entries and ``tritonml.reduce`` exists."""
-    if not (_cases.reduce_available() and _cases.REDUCE_CASES):
-        return
+    """Reduce cases (``benchmarks.cases.REDUCE_CASES``)."""
     for case in _cases.REDUCE_CASES:
         if not dry_run:
             case = dataclasses.replace(case, shape=GPU_REDUCE_SHAPES[case.regime])

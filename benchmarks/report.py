@@ -136,9 +136,7 @@ def _measured_row(row: dict, prepared, compile_code: bool) -> dict:
 
 
 def reduce_rows(dtypes, compile_code: bool) -> list:
-    """Reduce cases (``cases.REDUCE_CASES``); empty until tritonml/ops/reduce.py exists."""
-    if not _cases.reduce_available() or not _cases.REDUCE_CASES:
-        return []
+    """Reduce cases (``cases.REDUCE_CASES``)."""
     rows = []
     for case in _cases.REDUCE_CASES:
         for dtype in dtypes:
@@ -177,7 +175,7 @@ def _kib(n: int) -> str:
     return f"{n / 1024:,.1f}"
 
 
-def markdown(env: dict, rows: list, reduce_note: str) -> str:
+def markdown(env: dict, rows: list) -> str:
     lines = [
         f"Bytes counted in Triton's interpreter on {env['date']} (tritonml {env['tritonml']}, "
         f"triton {env['triton']}, torch {env['torch']}); compiled-code facts from "
@@ -206,8 +204,6 @@ def markdown(env: dict, rows: list, reduce_note: str) -> str:
                                                   "NO in: " + ", ".join(
                                                       f"{r['op']} {r['case']} {r['dtype']}"
                                                       for r in rereads))]
-    if reduce_note:
-        lines += ["", reduce_note]
     compiled = [r for r in rows if r.get("compiled")]
     if compiled:
         lines += ["", "Compiled code (widest global load/store in bits, registers per thread, "
@@ -264,21 +260,12 @@ def main(argv=None) -> int:
 
     env = environment()
     rows = scan_rows(dtypes, regimes, not args.no_compile) if "scan" in ops else []
-    if "reduce" not in ops:
-        reduce_note = ""
-    elif _cases.reduce_available() and _cases.REDUCE_CASES:
+    if "reduce" in ops:
         rows += reduce_rows(dtypes, not args.no_compile)
-        reduce_note = ""
-    elif _cases.reduce_available():
-        reduce_note = ("Reduce: tritonml.reduce exists but benchmarks/cases.py has no REDUCE_CASES "
-                       "entries yet.")
-    else:
-        reduce_note = ("Reduce: not measured; tritonml/ops/reduce.py does not exist yet "
-                       "(benchmarks/cases.py REDUCE_CASES is ready for its entries).")
     if not args.no_compile:
         compile_facts(rows)
-    text = json.dumps({"environment": env, "rows": rows, "note": reduce_note}, indent=1) \
-        if args.json else markdown(env, rows, reduce_note)
+    text = json.dumps({"environment": env, "rows": rows}, indent=1) \
+        if args.json else markdown(env, rows)
     sys.stdout.write(text)
     if args.output:
         with open(args.output, "w") as f:
