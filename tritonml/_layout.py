@@ -10,9 +10,11 @@ outer dimension, and any strided view of rank <= 8 fits without a copy.
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy
 import torch
 
 from . import _backend
@@ -28,9 +30,41 @@ _MAX_TILE_OVERRUN = 1 << 16
 # --------------------------------------------------------------------------------------------
 # Validation
 # --------------------------------------------------------------------------------------------
+def _type_name(value) -> str:
+    """A value's type as users would write it (``numpy.int64``, ``torch.Tensor``, ``str``)."""
+    cls = type(value)
+    module = cls.__module__
+    return cls.__qualname__ if module == "builtins" else f"{module.split('.')[0]}.{cls.__qualname__}"
+
+
+def check_readable(name: str, t) -> None:
+    """``t`` is a tensor whose elements are plain reads of strided memory, so kernels can address it.
+
+    torch also has tensors that are not: sparse and other non-strided layouts, quantized, nested,
+    "zero" tensors with no storage, and meta tensors with no data. Each is refused with a TypeError
+    naming ``name`` before anything runs. Tensors torch *flags* instead of copying (``is_neg()``)
+    are readable: the kernels flip the sign on load or store. Complex dtypes (the only ones with a
+    conjugate bit) are refused by the dtype check.
+    """
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {_type_name(t)}")
+    if t.is_nested:
+        raise TypeError(f"{name}: nested tensors are not supported; pass a strided tensor per sequence")
+    if t.layout != torch.strided:
+        raise TypeError(f"{name}: tensors with layout {t.layout} are not supported; tritonml reads "
+                        "strided tensors only (convert with .to_dense())")
+    if t.is_quantized:
+        raise TypeError(f"{name}: quantized tensors are not supported; dequantize first "
+                        "(.dequantize()) or pass the integer representation (.int_repr())")
+    if t.device.type == "meta":
+        raise TypeError(f"{name}: meta tensors have no data to read; pass a tensor on cpu or cuda")
+    if torch._is_zerotensor(t):
+        raise TypeError(f"{name}: a ZeroTensor has no storage to read or write; materialize it "
+                        "with torch.zeros_like first")
+
+
 def check_tensor(name: str, x, allowed_dtypes=None) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    check_readable(name, x)
     if x.dim() > MAX_RANK:
         raise ValueError(f"{name}: rank {x.dim()} is not supported; tensors have rank 0 to {MAX_RANK}")
     if allowed_dtypes is None:
@@ -41,19 +75,25 @@ def check_tensor(name: str, x, allowed_dtypes=None) -> None:
 
 
 def check_bool(name: str, value) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name}: expected a bool, got {type(value).__name__}")
-    return value
+    """Python and numpy booleans (torch's own bool arguments accept both); nothing else, not even
+    0 and 1, so a misplaced positional argument cannot pass as a flag."""
+    if isinstance(value, (bool, numpy.bool_)):
+        return bool(value)
+    raise TypeError(f"{name}: expected a bool, got {_type_name(value)} ({value!r})")
 
 
 def normalize_axis(axis, rank: int, name: str = "axis") -> int:
     """Negative axes count from the end; a 0-d tensor accepts 0 and -1 (it acts as shape [1])."""
-    if isinstance(axis, bool) or not isinstance(axis, int):
+    # Booleans are ints to Python but never axes (torch refuses them too).
+    if isinstance(axis, (bool, numpy.bool_)) or (isinstance(axis, torch.Tensor)
+                                                 and axis.dtype == torch.bool):
+        raise TypeError(f"{name}: expected an int, got {_type_name(axis)} ({axis!r}); booleans are "
+                        "not axes")
+    if not isinstance(axis, int):
         try:
-            import operator
             axis = operator.index(axis)
         except TypeError:
-            raise TypeError(f"{name}: expected an int, got {type(axis).__name__}") from None
+            raise TypeError(f"{name}: expected an int, got {_type_name(axis)}") from None
     effective_rank = max(rank, 1)
     if not -effective_rank <= axis < effective_rank:
         raise ValueError(f"{name}: {axis} is out of range for a tensor of rank {rank}; "
@@ -101,7 +141,14 @@ def check_out(out, x: torch.Tensor, *, shape, dtype, name: str = "out", allow_al
     ``allow_alias_of``: an input that ``out`` may be exactly (in-place execution).
     """
     if not isinstance(out, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor or None, got {type(out).__name__}")
+        raise TypeError(f"{name}: expected a torch.Tensor or None, got {_type_name(out)}")
+    check_readable(name, out)
+    if torch.is_grad_enabled() and (out.requires_grad or x.requires_grad):
+        # torch's rule for every out= function: writing into a tensor cannot be differentiated.
+        which = name if out.requires_grad else "x"
+        raise RuntimeError(f"{name}: functions with out=... arguments don't support automatic "
+                           f"differentiation, but {which} requires grad; call without {name}=, "
+                           "or under torch.no_grad()")
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"{name}: shape {tuple(out.shape)} does not match the result shape {tuple(shape)}")
     if out.dtype != dtype:
