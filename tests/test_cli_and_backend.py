@@ -5,8 +5,12 @@ import os
 import subprocess
 import sys
 
-import numpy as np
+import argparse
 
+import numpy as np
+import pytest
+
+import tritonml
 from tritonml import cli, examples
 
 
@@ -36,6 +40,44 @@ def test_info_names_versions_and_backend(capsys):
     text = capsys.readouterr().out
     for word in ("torch", "triton", "interpreted", "device"):
         assert word in text
+
+
+def test_version_prints_the_package_version_and_exits_0(capsys):
+    with pytest.raises(SystemExit) as info:
+        cli.main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out == f"tritonml {tritonml.__version__}\n"
+
+
+def _every_parser(parser):
+    """``parser`` and each of its subcommands' parsers."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _every_parser(sub)
+
+
+def test_help_texts_are_plain_text_without_rst_markup():
+    parsers = list(_every_parser(cli.build_parser()))
+    names = {p.prog for p in parsers}
+    assert names == {"tritonml", "tritonml demo", "tritonml info", "tritonml run",
+                     "tritonml validate"}
+    for parser in parsers:
+        text = parser.format_help()
+        assert "`" not in text, (parser.prog, text)
+        assert parser.description, parser.prog          # each command says what it does
+
+
+def test_an_import_error_in_the_descriptor_commands_is_not_swallowed():
+    """A broken tritonml._dml_cli must fail loudly, not silently drop ``run`` and ``validate``."""
+    done = _python("import sys; sys.modules['tritonml._dml_cli'] = None\n"
+                   "try:\n"
+                   "    from tritonml import cli; cli.build_parser()\n"
+                   "except ImportError as e:\n"
+                   "    print('ImportError', e)\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("ImportError")
 
 
 def _python(code: str, **env_changes):

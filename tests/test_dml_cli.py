@@ -14,13 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tritonml import _dml_cli
+from tritonml import _dml_cli, cli
 
-try:
-    from tritonml import cli as _cli
-    MAIN = _cli.main
-except ImportError:  # tritonml.cli is someone else's file; the subcommands stand on their own too
-    MAIN = _dml_cli.main
+MAIN = cli.main
 
 
 DOCS_EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
@@ -171,14 +167,15 @@ def test_run_broadcast_input_from_a_dense_npy(tmp_path):
     ("wrong-dtype", 1, "err", "holds float64; input_tensor.data_type is FLOAT32"),
     ("wrong-shape", 1, "err", "input_tensor.sizes is [1, 1, 3, 4]"),
     ("broadcast-conflict", 1, "err", "stride-0 broadcast dimension"),
-    ("missing-input", 2, "err", "cannot read"),
-    ("not-npy", 2, "err", "cannot read"),
-    ("missing-descriptor", 2, "err", "cannot read"),
+    ("missing-input", 2, "err", "in.npy: cannot read: No such file"),
+    ("not-npy", 2, "err", "in.npy: not a .npy file"),
+    ("missing-descriptor", 2, "err", "nope.json: cannot read: No such file"),
     ("bad-json", 1, "err", "not valid JSON"),
     ("missing-field", 1, "err", "input_tensor.sizes: required field is missing"),
     ("invalid-at-level", 1, "err", "input_tensor.sizes: DML_OPERATOR_CUMULATIVE_SUMMATION supports 4 "),
     ("bfloat16", 1, "err", "BFLOAT16 has no numpy dtype"),
-    ("unwritable-output", 2, "err", "cannot write"),
+    ("unwritable-output", 2, "err", "out.npy: cannot write: folder "),
+    ("output-is-a-folder", 2, "err", ": is a directory"),
 ])
 def test_run_errors_name_the_problem_and_write_nothing(case, code, stream, words, tmp_path, capsys):
     doc = scan_doc()
@@ -205,6 +202,9 @@ def test_run_errors_name_the_problem_and_write_nothing(case, code, stream, words
         level = "none"
     elif case == "unwritable-output":
         out_path = tmp_path / "no-such-dir" / "out.npy"
+    elif case == "output-is-a-folder":
+        out_path = tmp_path / "folder"
+        out_path.mkdir()
     if not op_path.exists():
         write_json(op_path, doc)
     if case == "not-npy":
@@ -216,7 +216,43 @@ def test_run_errors_name_the_problem_and_write_nothing(case, code, stream, words
     assert run("run", op_path, "--input", in_path, "--output", out_path, "--feature-level", level) == code
     captured = capsys.readouterr()
     assert words in (captured.err if stream == "err" else captured.out)
+    assert out_path.is_dir() if case == "output-is-a-folder" else not out_path.exists()
+
+
+@pytest.mark.parametrize("name,content", [
+    ("in.txt", b"2 1 3 5\n3 8 7 3\n"),          # text: numpy would fall back to unpickling it
+    ("in.npy", b"hello"),                        # a .npy name does not make a .npy file
+    ("in.npz", None),                            # an archive of arrays, not one array
+    ("in.pkl", b"\x80\x04\x95\x05\x00\x00\x00\x00\x00\x00\x00K\x01."),  # a real pickle
+    ("empty.npy", b""),
+])
+def test_run_input_that_is_not_a_npy_file_is_named_as_such(name, content, tmp_path, capsys):
+    path = tmp_path / name
+    if content is None:
+        np.savez(path, x=SPEC_INPUT)
+    else:
+        path.write_bytes(content)
+    out_path = tmp_path / "out.npy"
+    assert run("run", write_json(tmp_path / "op.json", scan_doc()), "--input", path,
+               "--output", out_path) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --input {path}: not a .npy file\n"
     assert not out_path.exists()
+
+
+@pytest.mark.parametrize("damage", ["truncated-data", "object-array"])
+def test_run_damaged_or_object_npy_input_is_a_usage_error_naming_input(damage, tmp_path, capsys):
+    path = tmp_path / "in.npy"
+    if damage == "truncated-data":
+        np.save(path, SPEC_INPUT)
+        path.write_bytes(path.read_bytes()[:-8])
+    else:
+        np.save(path, np.array([{}, None], dtype=object), allow_pickle=True)
+    assert run("run", write_json(tmp_path / "op.json", scan_doc()), "--input", path,
+               "--output", tmp_path / "out.npy") == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --input {path}: not a readable .npy file: ")
+    assert err.count("\n") == 1                                        # one line, no traceback
 
 
 def test_validate_valid_invalid_and_usage(tmp_path, capsys):

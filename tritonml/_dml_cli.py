@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
@@ -53,8 +54,9 @@ def add_subcommands(subparsers) -> None:
                     "IN.npy holds the input tensor (shape = input_tensor.sizes, dtype = its "
                     "data_type); OUT.npy receives the output tensor (shape = output_tensor.sizes).")
     run.add_argument("descriptor", metavar="OP.json", help="operator descriptor file")
-    run.add_argument("--input", required=True, metavar="IN.npy", help="input data")
-    run.add_argument("--output", required=True, metavar="OUT.npy", help="where to write the output")
+    run.add_argument("--input", required=True, metavar="IN.npy", help="input data (a .npy file)")
+    run.add_argument("--output", required=True, metavar="OUT.npy",
+                     help="where to write the output, as .npy, to exactly this path")
     run.add_argument("--feature-level", type=_feature_level_arg, default=dml.DEFAULT_FEATURE_LEVEL,
                      metavar="LEVEL", help=level_help)
     run.add_argument("--raw-input", action="store_true",
@@ -91,8 +93,10 @@ def _load_descriptor(path: str):
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise _UsageError(f"cannot read {path}: {e}") from None
+    except OSError as e:
+        raise _UsageError(f"descriptor {path}: cannot read: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise _UsageError(f"descriptor {path}: not a JSON text file (not UTF-8)") from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -131,6 +135,7 @@ def cmd_run(args) -> int:
     from . import dml
 
     try:
+        _check_writable(args.output)
         desc = _load_descriptor(args.descriptor)
         compiled = dml.compile_operator(desc, args.feature_level)
         in_buffer = _input_buffer(args.input, desc.input_tensor, raw=args.raw_input)
@@ -197,12 +202,7 @@ def _input_buffer(path: str, tensor, *, raw: bool):
 
     from . import dml
 
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise _UsageError(f"cannot read {path} as a .npy array: {e}") from None
-    if not isinstance(data, np.ndarray):
-        raise _UsageError(f"{path} is not a .npy array (an .npz archive?)")
+    data = _load_npy(path, "--input")
     expected = _numpy_dtype(tensor, "input_tensor")
     if data.dtype != expected:
         raise dml.DescriptorError.at("input", f"{path} holds {data.dtype}; input_tensor.data_type is "
@@ -254,14 +254,49 @@ def _gather(buffer, tensor):
     return np.ascontiguousarray(_strided(buffer, tensor))
 
 
-def _save(path: str, array) -> None:
+_NPY_MAGIC = b"\x93NUMPY"  # every .npy file starts with it (numpy.lib.format)
+
+
+def _load_npy(path: str, option: str):
+    """The array in the .npy file ``path`` (given as ``option``), or a _UsageError naming both.
+
+    The magic string is checked first: anything else (text, .npz, a pickle) would otherwise reach
+    numpy's pickle fallback, whose message is about pickled data rather than the file's format.
+    """
     import numpy as np
 
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
+                raise _UsageError(f"{option} {path}: not a .npy file")
+            f.seek(0)
+            return np.load(f, allow_pickle=False)
+    except OSError as e:
+        raise _UsageError(f"{option} {path}: cannot read: {e.strerror or e}") from None
+    except (ValueError, EOFError) as e:  # a damaged header, truncated data, object arrays
+        raise _UsageError(f"{option} {path}: not a readable .npy file: {e}") from None
+
+
+def _check_writable(path: str, option: str = "--output") -> None:
+    """Refuse an output path that cannot be a file before any work is done."""
+    if os.path.isdir(path):
+        raise _UsageError(f"{option} {path}: is a directory; give a file name such as OUT.npy")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise _UsageError(f"{option} {path}: cannot write: folder {folder} does not exist")
+
+
+def _save(path: str, array, option: str = "--output") -> None:
+    """Write ``array`` to exactly ``path`` (no suffix added) as .npy; _UsageError naming ``option``
+    if it cannot be written."""
+    import numpy as np
+
+    _check_writable(path, option)
     try:
         with open(path, "wb") as f:
             np.save(f, array, allow_pickle=False)
     except OSError as e:
-        raise _UsageError(f"cannot write {path}: {e}") from None
+        raise _UsageError(f"{option} {path}: cannot write: {e.strerror or e}") from None
 
 
 def main(argv=None) -> int:

@@ -4,6 +4,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import __version__, _dml_cli
+
+# Shown by --help: plain text (the module docstring is RST, for readers of the code).
+DESCRIPTION = ("DirectML's cumulative sum, cumulative product and reduce operators as Triton "
+               "kernels. 'demo' runs DirectML's documented examples, 'info' shows versions and the "
+               "backend, 'run' and 'validate' take DirectML operator descriptors (JSON files).")
+
 
 def _format(values) -> str:
     """A nested list in DirectML's docs' notation, integers printed without a decimal point."""
@@ -42,7 +49,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from . import _backend, __version__
+    from . import _backend
 
     print(f"tritonml {__version__}")
     for key, value in _backend.describe().items():
@@ -51,18 +58,19 @@ def cmd_info(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tritonml", description=__doc__)
+    parser = argparse.ArgumentParser(prog="tritonml", description=DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"tritonml {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run DirectML's documented examples through the kernels")
+    demo = sub.add_parser("demo", help="run DirectML's documented examples through the kernels",
+                          description="Compute every example DirectML's operator pages document "
+                                      "with tritonml's kernels and compare it with the documented "
+                                      "output. Exit code 0 when all match, 1 otherwise.")
     demo.set_defaults(handler=cmd_demo)
-    info = sub.add_parser("info", help="versions, device, compiled or interpreted")
+    info = sub.add_parser("info", help="versions, device, compiled or interpreted",
+                          description="Print the versions of tritonml, torch and triton, the "
+                                      "device, and whether kernels run compiled or interpreted.")
     info.set_defaults(handler=cmd_info)
-    try:
-        from . import _dml_cli
-    except ImportError:
-        _dml_cli = None
-    if _dml_cli is not None:
-        _dml_cli.add_subcommands(sub)
+    _dml_cli.add_subcommands(sub)
     return parser
 
 
