@@ -1,9 +1,9 @@
 """The numbers the heuristics use, as data, each with where it came from."""
 
 # Accumulator bytes per scan tile on a GPU: 1024 elements of a float64/int64 accumulator, 2048 of a
-# float32 one. Read off the compiled code (tritonml._gpu_compile, sm_80/sm_90, 4 warps): 8 KiB tiles
-# take 50-170 registers per thread with no spills; 16 KiB tiles (4096 float32 summed in float64)
-# reached 255 registers with spills in the look-back kernel and took ptxas minutes.
+# float32 one. Read off the compiled code (benchmarks/gpu_compile.py, sm_80/sm_90, 4 warps): 8 KiB
+# tiles take 50-170 registers per thread with no spills; 16 KiB tiles (4096 float32 summed in
+# float64) reached 255 registers with spills in the look-back kernel and took ptxas minutes.
 GPU_SCAN_TILE_BYTES = 8192
 # Widest tile along the contiguous axis ("rows"): 2048 elements is 16 per thread at 4 warps,
 # enough for 128-bit loads with several in flight per thread.

@@ -6,14 +6,14 @@ are counted apart from plain loads and stores (a GPU performs them in L2, and th
 regime's synchronization, not data). Torch work that a launcher does around its kernels (a zeroed
 workspace, a copy) is counted too, from torch's dispatcher, as the launches it would be on a GPU.
 
-What is patched, and restored on exit:
-- ``InterpreterBuilder.create_{masked_,}{load,store}`` and ``create_atomic_*`` (the interpreter's
-  memory operations; descriptor loads/stores go through the masked ones);
-- ``GridExecutor.__call__`` (one call per interpreted kernel launch), so bytes are split per launch
-  and torch operations that the interpreter itself performs to stage arguments are not counted.
+The interpreter reports each memory operation and each kernel launch through
+``tritonml._triton_compat.interpreter_hooks`` (Triton has no public hook for either; that module
+keeps the private details and the Triton versions they were checked against). Launches split the
+bytes per kernel, and torch operations that the interpreter itself performs to stage arguments are
+not counted.
 
-Independent of tritonml's internals except ``tritonml._trace.record()``, whose launch record is
-kept (``MemTrace.recorded``) to cross-check the launches the interpreter ran
+Independent of tritonml's internals except those hooks and ``tritonml._trace.record()``, whose
+launch record is kept (``MemTrace.recorded``) to cross-check the launches the interpreter ran
 (``MemTrace.unrecorded_kernels``).
 
 Usage::
@@ -25,7 +25,6 @@ Usage::
 from __future__ import annotations
 
 import contextlib
-import inspect
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -33,12 +32,12 @@ import numpy as np
 import torch
 
 import tritonml  # noqa: F401  (first: chooses interpreted Triton before triton is imported)
-from tritonml import _trace
+from tritonml import _trace, _triton_compat
 
 import triton
 from torch.utils._python_dispatch import TorchDispatchMode
 
-LOAD, STORE, ATOMIC = "load", "store", "atomic"
+LOAD, STORE, ATOMIC = _triton_compat.LOAD, _triton_compat.STORE, _triton_compat.ATOMIC
 OTHER_REGION = "other"  # bytes outside every named region: workspaces
 
 # Torch operations that only allocate, alias or describe memory: no traffic, no launch.
@@ -202,92 +201,28 @@ class MemTrace:
 # Patching
 # ---------------------------------------------------------------------------------------------
 _active: List[MemTrace] = []
-_state = {"depth": 0, "in_kernel": 0}
+_state = {"in_kernel": 0}
 
 
-def _elem_bytes(ptr_handle) -> int:
-    return max(1, ptr_handle.get_element_ty().primitive_bitwidth // 8)
-
-
-def _counted(kind, original, pointer_index, mask_index):
-    """Wrap an interpreter memory method; only the outermost call counts (create_load calls
-    create_masked_load, atomic loads call masked loads: one access, counted once)."""
-    signature = inspect.signature(original)
-    names = list(signature.parameters)[1:]  # without self
-    pointer_name = names[pointer_index]
-    mask_name = names[mask_index] if mask_index is not None else None
-
-    def wrapper(self, *args, **kwargs):
-        outermost = _state["depth"] == 0
-        _state["depth"] += 1
-        try:
-            if outermost and _active:
-                bound = signature.bind(self, *args, **kwargs).arguments
-                ptrs = bound[pointer_name]
-                mask = bound.get(mask_name) if mask_name is not None else None
-                mask = mask.data if mask is not None else None  # no mask: every lane
-                for trace in _active:
-                    trace._count(kind, ptrs.data, mask, _elem_bytes(ptrs))
-            return original(self, *args, **kwargs)
-        finally:
-            _state["depth"] -= 1
-    wrapper.__wrapped__ = original
-    return wrapper
-
-
-def _grid_executor_call(original):
-    def wrapper(self, *args, **kwargs):
-        grid = self.grid if isinstance(self.grid, tuple) else ("<callable>",)
-        for trace in _active:
-            launch = KernelLaunch(getattr(self.fn, "__name__", "<kernel>"), grid)
-            trace.kernels.append(launch)
-            trace._current = launch
-        _state["in_kernel"] += 1
-        try:
-            return original(self, *args, **kwargs)
-        finally:
-            _state["in_kernel"] -= 1
-            for trace in _active:
-                trace._current = None
-    wrapper.__wrapped__ = original
-    return wrapper
-
-
-# (method, kind, index of the pointer argument, index of the mask argument or None); argument
-# indices exclude ``self``. Signatures are those of triton/runtime/interpreter.py (Triton 3.x).
-_MEMORY_METHODS = (
-    ("create_load", LOAD, 0, None),                # (ptr, cache_policy, is_volatile)
-    ("create_masked_load", LOAD, 0, 1),            # (ptrs, mask, other, cache_policy, is_volatile)
-    ("create_store", STORE, 0, None),              # (ptr, val, cache_policy)
-    ("create_masked_store", STORE, 0, 2),          # (ptrs, value, mask, cache_policy)
-    ("create_atomic_rmw", ATOMIC, 1, 3),           # (rmwOp, ptr, val, mask, sem, scope)
-    ("create_atomic_cas", ATOMIC, 0, None),        # (ptr, cmp, val, sem, scope)
-    ("create_atomic_load", ATOMIC, 0, 1),          # (ptr, mask, sem, scope)
-    ("create_atomic_store", ATOMIC, 0, 2),         # (ptr, val, mask, sem, scope)
-    ("create_atomic_poll", ATOMIC, 0, None),       # (ptr, expected, timeout_ns, sem, scope)
-)
+def _on_access(kind, addresses, mask, elem_bytes):
+    for trace in _active:
+        trace._count(kind, addresses, mask, elem_bytes)
 
 
 @contextlib.contextmanager
-def _patched_interpreter():
-    from triton.runtime import interpreter
-
-    saved = []
-    builder = interpreter.InterpreterBuilder
-    for name, kind, pointer_index, mask_index in _MEMORY_METHODS:
-        original = builder.__dict__.get(name)
-        if original is None:  # this Triton's interpreter lacks the operation: nothing to count
-            continue
-        saved.append((builder, name, original))
-        setattr(builder, name, _counted(kind, original, pointer_index, mask_index))
-    executor = interpreter.GridExecutor
-    saved.append((executor, "__call__", executor.__dict__["__call__"]))
-    executor.__call__ = _grid_executor_call(executor.__dict__["__call__"])
+def _on_launch(name, grid):
+    grid = grid if isinstance(grid, tuple) else ("<callable>",)
+    for trace in _active:
+        launch = KernelLaunch(name, grid)
+        trace.kernels.append(launch)
+        trace._current = launch
+    _state["in_kernel"] += 1
     try:
         yield
     finally:
-        for owner, name, original in reversed(saved):
-            setattr(owner, name, original)
+        _state["in_kernel"] -= 1
+        for trace in _active:
+            trace._current = None
 
 
 def _nbytes(t) -> int:
@@ -347,7 +282,7 @@ def trace_memory(regions: Optional[Dict[str, torch.Tensor]] = None, track_distin
     with contextlib.ExitStack() as stack:
         recorder = stack.enter_context(_trace.record())
         if not _active:
-            stack.enter_context(_patched_interpreter())
+            stack.enter_context(_triton_compat.interpreter_hooks(_on_access, _on_launch))
         _active.append(trace)
         stack.callback(_active.remove, trace)
         stack.enter_context(_TorchWorkCounter(trace))

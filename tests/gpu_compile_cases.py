@@ -7,14 +7,19 @@ recorded without running (``tritonml._trace.record(execute=False)``).
 from __future__ import annotations
 
 import itertools
+import pathlib
+import sys
 
 import torch
 
 from tritonml import _layout, _trace
 from tritonml._dtypes import ACC_TORCH_DTYPE, SUPPORTED_DTYPES
-from tritonml._gpu_compile import describe
 from tritonml.ops.scan import SUM, cumulative_scan
 from tritonml_autotune.heuristics import scan_config
+
+# benchmarks/ is a folder of the repository, not an installed package.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from benchmarks.gpu_compile import describe  # noqa: E402
 
 # (regime, shape, axis): large shapes for which the CUDA heuristics pick that regime.
 SCAN_REGIME_SHAPES = {

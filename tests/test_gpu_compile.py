@@ -2,15 +2,22 @@
 needed), and the compiled code is what the design says: 128-bit global accesses for aligned
 contiguous float32 data, no spills.
 
-One subprocess per core runs compiled Triton (``tritonml._gpu_compile``); the cases come from
+One subprocess per core runs compiled Triton (``benchmarks/gpu_compile.py``); the cases come from
 tests/gpu_compile_cases.py: regime x dtype x direction x exclusive = 144 launches per arch.
 """
 from __future__ import annotations
 
+import os
+import pathlib
+import sys
+import time
+
 import pytest
 
-from tritonml._gpu_compile import compile_in_subprocess
-from gpu_compile_cases import scan_launches
+# benchmarks/ is a folder of the repository, not an installed package.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from benchmarks.gpu_compile import compile_in_subprocess, run_workers  # noqa: E402
+from gpu_compile_cases import scan_launches  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -51,3 +58,34 @@ def test_aligned_contiguous_float32_accesses_are_128_bit_vectors(compiled_scans)
         assert r["max_store_bits"] == 128, (case, r["arch"])
         if not (case["exclusive"] and case["regime"] in ("rows", "lookback")):
             assert r["max_load_bits"] == 128, (case, r["arch"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker processes themselves
+# ---------------------------------------------------------------------------------------------
+def test_a_worker_that_floods_stderr_and_hangs_is_killed_at_the_timeout(tmp_path):
+    pid_file = tmp_path / "pid"
+    child = ("import os, sys, time\n"
+             f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\n"
+             "sys.stderr.write('x' * (2 << 20))\n"
+             "sys.stderr.flush()\n"
+             "time.sleep(600)\n")
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match="was killed"):
+        compile_in_subprocess([{"kernel": "none"}], archs=(80,), timeout=3,
+                              command=(sys.executable, "-c", child))
+    assert time.monotonic() - start < 60
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left running
+        os.kill(int(pid_file.read_text()), 0)
+
+
+def test_a_failing_worker_raises_with_the_end_of_its_stderr():
+    child = "import sys; sys.stderr.write('x' * (1 << 20) + 'the reason'); sys.exit(3)"
+    with pytest.raises(RuntimeError, match="exited with 3:\nx*the reason$"):
+        run_workers((sys.executable, "-c", child), [""], timeout=60)
+
+
+def test_workers_run_the_module_from_any_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    assert compile_in_subprocess([], archs=(80,), timeout=300) == []

@@ -3,17 +3,22 @@
 Launches are recorded without running (``tritonml._trace.record(execute=False)``) with the configs
 the CUDA heuristics pick, over regime x dtype x function group, plus the layouts that change the
 code (several reduced dims, 64-bit indexing); a compiled-mode subprocess compiles each distinct
-specialization (``tritonml._gpu_compile``, one process per core) and reads the PTX. No GPU is
+specialization (``benchmarks/gpu_compile.py``, one process per core) and reads the PTX. No GPU is
 needed.
 """
 from __future__ import annotations
 
+import pathlib
+import sys
+
 import pytest
 import torch
 
-from tritonml._gpu_compile import compile_in_subprocess
+# benchmarks/ is a folder of the repository, not an installed package.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from benchmarks.gpu_compile import compile_in_subprocess  # noqa: E402
 
-from reduce_helpers import FUNCTIONS, dedupe, gpu_reduce_launches
+from reduce_helpers import FUNCTIONS, dedupe, gpu_reduce_launches  # noqa: E402
 
 ARCHS = (80, 90)
 

@@ -7,18 +7,27 @@ argument specialization (integer and alignment specialization, constexprs) and c
 each target (``compile_description``), then reads the PTX and cubin: global load/store vector
 widths, registers and spills (``summarize``).
 
-Run as ``python -m tritonml._gpu_compile < launches.json`` to print a JSON summary per launch and
-target; tests and benchmarks do that in a subprocess, since their own process interprets.
+Run as ``python -m benchmarks.gpu_compile < launches.json`` (from the repository root) to print a
+JSON summary per launch and target; tests and benchmarks do that through
+``compile_in_subprocess``, since their own process interprets. Test and benchmark tooling, not
+part of the installed package.
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 import torch
+
+import tritonml
+from tritonml import _triton_compat
 
 _TORCH_DTYPES = {str(d).replace("torch.", ""): d for d in (
     torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.int16, torch.int32,
@@ -40,7 +49,6 @@ def _describe_value(value):
         return {"tl_dtype": value.name}
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
-    import importlib
     combine = importlib.import_module(COMBINE_MODULE)
     for name in dir(combine):
         if getattr(combine, name) is value:
@@ -72,8 +80,6 @@ class _FakeTensor:
 
 
 def _rebuild_value(value):
-    import importlib
-
     import triton.language as tl
 
     if isinstance(value, dict):
@@ -90,12 +96,8 @@ def _rebuild_value(value):
 
 
 def _kernel(name):
-    import importlib
     for module in KERNEL_MODULES:
-        try:
-            mod = importlib.import_module(module)
-        except ImportError:
-            continue
+        mod = importlib.import_module(module)
         if hasattr(mod, name):
             return getattr(mod, name)
     raise KeyError(f"no kernel named {name}")
@@ -105,19 +107,15 @@ def compile_description(desc: dict, arch: int):
     """Compile one described launch for ``sm_<arch>`` exactly as the Triton runtime would."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, compile, make_backend
-    from triton.runtime.jit import create_function_from_signature
 
-    kernel = _kernel(desc["kernel"])
-    if not hasattr(kernel, "params"):
+    if tritonml.INTERPRET:
         raise RuntimeError("compile_description needs compiled Triton: run with TRITON_INTERPRET=0")
+    kernel = _kernel(desc["kernel"])
     target = GPUTarget("cuda", arch, 32)
     backend = make_backend(target)
     args = [_rebuild_value(a) for a in desc["args"]]
     meta = {k: _rebuild_value(v) for k, v in desc["meta"].items()}
-    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
-    bound_args, specialization, options = binder(*args, **meta)
-    options, signature, constexprs, attrs = kernel._pack_args(backend, meta, bound_args,
-                                                              specialization, options)
+    signature, constexprs, attrs, options = _triton_compat.specialize(kernel, backend, args, meta)
     return compile(ASTSource(kernel, signature, constexprs, attrs), target=target,
                    options=options.__dict__)
 
@@ -127,8 +125,6 @@ _ACCESS = re.compile(r"\b(ld|st)\.global(?:\.[a-z0-9]+)*?(?:\.v(\d))?\.(b|f|u|s)
 
 def _resource_usage(cubin: bytes) -> dict:
     """Registers and spill bytes from the cubin, via the cuobjdump that ships with Triton."""
-    import tempfile
-
     import triton
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     if not os.path.exists(tool):
@@ -161,26 +157,68 @@ def summarize(compiled) -> dict:
     return summary
 
 
+# The directory holding the ``benchmarks`` package: children import ``benchmarks.gpu_compile`` (and
+# ``tritonml``, unless installed) from it, whatever their working directory.
+_REPO_ROOT = str(Path(__file__).resolve().parents[1])
+WORKER_COMMAND = (sys.executable, "-m", "benchmarks.gpu_compile")
+
+
+def run_workers(command, inputs: list, timeout: float, env: dict | None = None) -> list:
+    """Run ``command`` once per entry of ``inputs`` (its stdin), all at once; return their stdouts.
+
+    The children's stdin, stdout and stderr are temporary files, not pipes, so a child that writes
+    a lot to either stream never blocks on a pipe nobody is reading. A child still running
+    ``timeout`` seconds after the start is killed (all of them are), and a ``TimeoutError`` says
+    so; a child that exits with an error raises a ``RuntimeError`` with the end of its stderr.
+    """
+    deadline = time.monotonic() + timeout
+    with tempfile.TemporaryDirectory(prefix="tritonml-workers-") as scratch:
+        procs, outputs = [], []
+        try:
+            for i, text in enumerate(inputs):
+                streams = [open(os.path.join(scratch, f"{i}.{name}"), "w+", encoding="utf-8")
+                           for name in ("stdin", "stdout", "stderr")]
+                streams[0].write(text)
+                streams[0].seek(0)
+                procs.append((subprocess.Popen(list(command), stdin=streams[0], stdout=streams[1],
+                                               stderr=streams[2], text=True, env=env), streams))
+            for i, (proc, (_, stdout, stderr)) in enumerate(procs):
+                try:
+                    returncode = proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    stderr.seek(0)
+                    raise TimeoutError(
+                        f"worker {i + 1} of {len(procs)} ({' '.join(command)}) still ran after "
+                        f"{timeout:g} s and was killed; the end of its stderr:\n"
+                        f"{stderr.read()[-4000:]}") from None
+                stdout.seek(0)
+                stderr.seek(0)
+                if returncode != 0:
+                    raise RuntimeError(f"worker {i + 1} of {len(procs)} ({' '.join(command)}) "
+                                       f"exited with {returncode}:\n{stderr.read()[-4000:]}")
+                outputs.append(stdout.read())
+        finally:
+            for proc, streams in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+                for stream in streams:
+                    stream.close()
+    return outputs
+
+
 def compile_in_subprocess(descriptions: list, archs=(80, 90), timeout: float = 3600,
-                          workers: int | None = None) -> list:
+                          workers: int | None = None, command=WORKER_COMMAND) -> list:
     """Compile every description for every arch in compiled-mode Python processes (``workers``
     of them, default: one per CPU core, ptxas being single-threaded); results keep the order
-    of ``descriptions`` x ``archs``."""
+    of ``descriptions`` x ``archs``. ``timeout`` bounds the whole run, in seconds."""
     workers = max(1, min(workers or os.cpu_count() or 1, len(descriptions) or 1))
-    env = dict(os.environ, TRITON_INTERPRET="0")
+    path = [_REPO_ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = dict(os.environ, TRITON_INTERPRET="0", PYTHONPATH=os.pathsep.join(path))
     chunks = [descriptions[i::workers] for i in range(workers)]
-    procs = [subprocess.Popen([sys.executable, "-m", "tritonml._gpu_compile"], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for _ in chunks]
-    outputs = []
-    for proc, chunk in zip(procs, chunks):
-        proc.stdin.write(json.dumps({"archs": list(archs), "launches": chunk}))
-        proc.stdin.close()
-    for proc in procs:
-        stdout, stderr = proc.stdout.read(), proc.stderr.read()
-        if proc.wait(timeout=timeout) != 0:
-            raise RuntimeError(f"GPU compilation failed:\n{stderr[-4000:]}")
-        outputs.append(json.loads(stdout))
+    stdouts = run_workers(command, [json.dumps({"archs": list(archs), "launches": chunk})
+                                    for chunk in chunks], timeout, env)
+    outputs = [json.loads(stdout) for stdout in stdouts]
     # interleave the chunks back into the original order
     per = len(archs)
     results = [None] * (len(descriptions) * per)

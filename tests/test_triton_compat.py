@@ -1,0 +1,94 @@
+"""Private Triton API is used in one module, tritonml/_triton_compat.py, and what it relies on is
+there in the installed Triton."""
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+import triton.language as tl
+
+from tritonml import _triton_compat
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+COMPAT = REPO / "tritonml" / "_triton_compat.py"
+# tritonml itself, and the tooling that instruments and compiles its kernels.
+SCANNED = ("tritonml", "benchmarks")
+
+# Text that reaches into Triton's private API: its internal modules, private names, the code
+# generator's keyword arguments.
+PRIVATE_TRITON = re.compile("|".join((
+    r"\btl\.(?:core|standard|semantic)\b",
+    r"\btriton\.language\.(?:core|standard|semantic)\b",
+    r"\btriton\.runtime\b",
+    r"\b(?:tl|triton)(?:\.[A-Za-z]\w*)*\._(?!_)\w*",          # tl._x, triton.language._x
+    r"^\s*from\s+triton(?:\.[\w.]+)?\s+import\s+.*\b_[a-z]\w*",  # from triton... import _x
+    r"\b_semantic\b", r"\b_generator\b", r"\b_builder\b",
+    r"\b_pack_args\b", r"\bcreate_function_from_signature\b", r"\b_unwrap_if_constexpr\b",
+)), re.MULTILINE)
+
+
+def private_triton_uses(text: str) -> list:
+    """(line number, matched text) of each private Triton reference in ``text``."""
+    return [(text.count("\n", 0, m.start()) + 1, m.group(0).strip())
+            for m in PRIVATE_TRITON.finditer(text)]
+
+
+def test_installed_triton_has_every_private_name_the_compat_module_relies_on():
+    missing = _triton_compat.check()
+    assert not missing, _triton_compat.check_message(missing)
+
+
+def test_a_missing_private_name_is_reported_by_name(monkeypatch):
+    monkeypatch.delattr(tl.standard, "_sum_combine")
+    missing = _triton_compat.check()
+    assert missing == ["triton.language.standard._sum_combine (not found)"]
+    message = _triton_compat.check_message(missing)
+    assert "tritonml/_triton_compat.py" in message
+    assert "triton.language.standard._sum_combine" in message
+
+
+def test_a_lost_parameter_is_reported_by_name(monkeypatch):
+    monkeypatch.setitem(_triton_compat._REQUIRED, "triton.language.core.reduce",
+                        ("keep_dims", "_semantic", "_no_such_parameter"))
+    assert _triton_compat.check() == ["triton.language.core.reduce (no parameter _no_such_parameter)"]
+
+
+@pytest.mark.parametrize("line", [
+    "add = tl.standard._sum_combine",
+    "fn = tl.core._unwrap_if_constexpr(fn)",
+    "@tl.core.builtin",
+    "from triton.runtime.jit import create_function_from_signature",
+    "from triton.runtime import interpreter",
+    "import triton.language.core as core",
+    "from triton.language.standard import _prod_combine",
+    "return tl.reduce(x, 0, f, _semantic=_semantic)",
+    "kernel._pack_args(backend, meta, bound, spec, options)",
+    "triton._C.libtriton",
+])
+def test_the_scan_flags_private_triton_api(line):
+    assert private_triton_uses(line), line
+
+
+@pytest.mark.parametrize("line", [
+    "return tl.associative_scan(x, 0, combine, reverse=REVERSE)",
+    "interpreting = bool(triton.knobs.runtime.interpret)",
+    "from triton.compiler import ASTSource, compile, make_backend",
+    "self._ptr = 1 << 20",
+    "print(triton.__version__)",
+    "from tritonml import _trace",
+])
+def test_the_scan_leaves_public_api_alone(line):
+    assert not private_triton_uses(line), line
+
+
+def test_no_module_but_the_compat_module_touches_private_triton_api():
+    offenders = []
+    for folder in SCANNED:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if path == COMPAT:
+                continue
+            for lineno, text in private_triton_uses(path.read_text(encoding="utf-8")):
+                offenders.append(f"{path.relative_to(REPO)}:{lineno}: {text}")
+    assert not offenders, ("private Triton API belongs in tritonml/_triton_compat.py only:\n"
+                           + "\n".join(offenders))

@@ -1,0 +1,276 @@
+"""The one module of tritonml that touches Triton's private API.
+
+Everything else (the kernels, the launchers, ``benchmarks/``) goes through the names defined here
+whenever it needs something Triton does not publish. Each entry says why it is needed and which
+Triton versions it was checked against: 3.8.0 and 3.9.0 (``CHECKED_VERSIONS``). Private names can
+move in any Triton release; ``check()`` lists what the installed Triton lacks, and
+tests/test_triton_compat.py runs it, so an upgrade that breaks an entry fails there, by name.
+
+Entries:
+- ``sum_combine``/``prod_combine``: Triton's own sum and product combine functions.
+- ``scan_along``/``reduce_along``: ``tl.associative_scan``/``tl.reduce`` taking a combine function
+  passed as a ``tl.constexpr`` parameter (a Triton builtin in compiled mode).
+- ``specialize``: the runtime's argument specialization, to compile a launch for a GPU that is not
+  there (benchmarks/gpu_compile.py).
+- ``interpreter_hooks``: callbacks on the interpreter's memory operations and kernel launches, to
+  count the bytes a kernel moves (benchmarks/memtrace.py).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+
+from . import _backend  # first: chooses compiled or interpreted Triton before triton is imported
+
+import triton.language as tl
+
+CHECKED_VERSIONS = ("3.8.0", "3.9.0")
+
+# What the entries below rely on, for ``check()``: dotted name -> parameters it must accept.
+_REQUIRED: dict[str, tuple] = {}
+
+
+def _private(path: str, parameters: tuple = ()):
+    """Resolve the private Triton name ``path``, noting it (and the ``parameters`` its callers pass
+    by name) for ``check()``; raise an ImportError that names this module if it is gone."""
+    _REQUIRED[path] = parameters
+    try:
+        return _resolve(path)
+    except AttributeError:
+        raise ImportError(_missing_message([f"{path} (not found)"])) from None
+
+
+def _resolve(path: str):
+    parts = path.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for name in parts[split:]:
+            obj = getattr(obj, name)
+        return obj
+    raise AttributeError(path)
+
+
+def _missing_message(missing: list) -> str:
+    import triton
+
+    return (f"tritonml/_triton_compat.py relies on private Triton API that triton "
+            f"{triton.__version__} lacks (checked against {', '.join(CHECKED_VERSIONS)}): "
+            + "; ".join(missing))
+
+
+# ---------------------------------------------------------------------------------------------
+# Combine functions (tritonml/kernels/combine.py: ``add``, ``mul``)
+# ---------------------------------------------------------------------------------------------
+# Triton's interpreter recognizes its standard sum and product combines by identity and runs scans
+# and reductions with them through numpy (``np.cumsum``, ``np.sum``); any other combine function is
+# applied element by element in Python, tens of microseconds per element. Reusing Triton's objects
+# keeps CPU runs fast and changes nothing on the GPU. Checked: 3.8.0, 3.9.0 (both
+# ``triton/language/standard.py``; the identity tests are in ``triton/runtime/interpreter.py``).
+sum_combine = _private("triton.language.standard._sum_combine")
+prod_combine = _private("triton.language.standard._prod_combine")
+
+
+# ---------------------------------------------------------------------------------------------
+# Scan and reduce with a combine function from a constexpr parameter
+# ---------------------------------------------------------------------------------------------
+def _unwrap(value):
+    return value.value if isinstance(value, tl.constexpr) else value
+
+
+# Used in compiled mode only, but checked in either: the compiled twins below need them.
+_SCAN, _REDUCE = "triton.language.core.associative_scan", "triton.language.core.reduce"
+_REQUIRED["triton.language.core.builtin"] = ()
+_REQUIRED[_SCAN] = ("reverse", "_semantic", "_generator")
+_REQUIRED[_REDUCE] = ("keep_dims", "_semantic", "_generator")
+
+if _backend.INTERPRET:
+    # The interpreter runs ``tl.associative_scan``/``tl.reduce`` on plain Python values and swaps
+    # them for its own implementations while a kernel runs, so these are ordinary functions that
+    # look the builtins up at call time. Public API only; kept here beside their compiled twins.
+    def scan_along(input, axis, combine_fn, reverse=False):
+        """``tl.associative_scan`` with ``combine_fn`` taken from a ``tl.constexpr`` parameter."""
+        return tl.associative_scan(input, axis, combine_fn, reverse=reverse)
+
+    def reduce_along(input, axis, combine_fn, keep_dims=False):
+        """``tl.reduce`` with ``combine_fn`` taken from a ``tl.constexpr`` parameter."""
+        return tl.reduce(input, axis, combine_fn, keep_dims=keep_dims)
+else:
+    # Compiled Triton hands a function passed as a constexpr argument over wrapped in
+    # ``tl.constexpr``, which ``tl.associative_scan``/``tl.reduce`` do not unwrap when called from
+    # a ``@triton.jit`` function. A builtin (``tl.core.builtin``) receives its arguments as the code
+    # generator holds them, unwraps the function, and calls the builtins with the code generator's
+    # private ``_semantic``/``_generator`` keywords, as Triton's own builtins call each other.
+    # Checked: 3.8.0, 3.9.0 (``triton/language/core.py``: builtin, associative_scan, reduce).
+    _builtin = _private("triton.language.core.builtin")
+    _associative_scan = _private(_SCAN, _REQUIRED[_SCAN])
+    _reduce = _private(_REDUCE, _REQUIRED[_REDUCE])
+
+    @_builtin
+    def scan_along(input, axis, combine_fn, reverse=False, _semantic=None, _generator=None):
+        """``tl.associative_scan`` with ``combine_fn`` taken from a ``tl.constexpr`` parameter."""
+        return _associative_scan(input, axis, _unwrap(combine_fn), reverse=reverse,
+                                 _semantic=_semantic, _generator=_generator)
+
+    @_builtin
+    def reduce_along(input, axis, combine_fn, keep_dims=False, _semantic=None, _generator=None):
+        """``tl.reduce`` with ``combine_fn`` taken from a ``tl.constexpr`` parameter."""
+        return _reduce(input, axis, _unwrap(combine_fn), keep_dims=keep_dims,
+                       _semantic=_semantic, _generator=_generator)
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument specialization without a GPU (benchmarks/gpu_compile.py)
+# ---------------------------------------------------------------------------------------------
+# ``triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=...)`` is public, but the
+# signature, constexprs and divisibility attributes a launch specializes on are computed only inside
+# ``JITFunction.run``, which needs a device. These two steps of ``run`` compute them from the
+# arguments alone, so a compile for sm_80/sm_90 on a machine without a GPU gets exactly the
+# specialization the runtime would. Checked: 3.8.0, 3.9.0 (``triton/runtime/jit.py``).
+_REQUIRED["triton.runtime.jit.create_function_from_signature"] = ("sig", "kparams", "backend")
+_REQUIRED["triton.runtime.jit.JITFunction._pack_args"] = (
+    "backend", "kwargs", "bound_args", "specialization", "options")
+
+
+def specialize(kernel, backend, args, meta):
+    """``(signature, constexprs, attrs, options)`` of ``kernel`` launched with ``args`` and keyword
+    ``meta`` (meta-parameters and options such as ``num_warps``), for ``backend``
+    (``triton.compiler.make_backend(target)``); ``kernel`` is a compiled-mode ``@triton.jit``
+    function."""
+    create_binder = _resolve("triton.runtime.jit.create_function_from_signature")
+    binder = create_binder(kernel.signature, kernel.params, backend)
+    bound_args, specialization, options = binder(*args, **meta)
+    options, signature, constexprs, attrs = kernel._pack_args(backend, meta, bound_args,
+                                                              specialization, options)
+    return signature, constexprs, attrs, options
+
+
+# ---------------------------------------------------------------------------------------------
+# Interpreter hooks (benchmarks/memtrace.py)
+# ---------------------------------------------------------------------------------------------
+# Triton has no public hook on the memory traffic of an interpreted kernel. The interpreter's
+# builder performs every global load, store and atomic (descriptor loads and stores go through the
+# masked ones), and ``GridExecutor.__call__`` runs one kernel launch; wrapping them observes the
+# traffic lane by lane. Pointer and mask arguments are found by parameter name, which is the same
+# in both versions checked although the other parameters differ (3.8.0 passes cache modifier and
+# eviction policy, 3.9.0 a cache policy). The atomic load, store and poll operations are new in
+# 3.9.0; absent, they are skipped. Checked: 3.8.0, 3.9.0 (``triton/runtime/interpreter.py``).
+LOAD, STORE, ATOMIC = "load", "store", "atomic"
+
+# (InterpreterBuilder method, kind, pointer parameter, mask parameter or None: every lane)
+_MEMORY_METHODS = (
+    ("create_load", LOAD, "ptr", None),
+    ("create_masked_load", LOAD, "ptrs", "mask"),
+    ("create_store", STORE, "ptr", None),
+    ("create_masked_store", STORE, "ptrs", "mask"),
+    ("create_atomic_rmw", ATOMIC, "ptr", "mask"),
+    ("create_atomic_cas", ATOMIC, "ptr", None),
+    ("create_atomic_load", ATOMIC, "ptr", "mask"),
+    ("create_atomic_store", ATOMIC, "ptr", "mask"),
+    ("create_atomic_poll", ATOMIC, "ptr", None),
+)
+_OPTIONAL_MEMORY_METHODS = {"create_atomic_load", "create_atomic_store", "create_atomic_poll"}
+_INTERPRETER = "triton.runtime.interpreter"
+_REQUIRED.update({f"{_INTERPRETER}.InterpreterBuilder.{name}": (pointer, mask) if mask else (pointer,)
+                  for name, _, pointer, mask in _MEMORY_METHODS
+                  if name not in _OPTIONAL_MEMORY_METHODS})
+_REQUIRED[f"{_INTERPRETER}.GridExecutor.__call__"] = ()
+_REQUIRED[f"{_INTERPRETER}.GridExecutor.__init__"] = ("fn", "grid")  # read as attributes
+# ``.data`` (numpy array) of pointer and mask handles; ``get_element_ty()`` of a pointer handle.
+_REQUIRED[f"{_INTERPRETER}.TensorHandle"] = ("data",)
+_REQUIRED[f"{_INTERPRETER}.TensorHandle.get_element_ty"] = ()
+
+
+def _hooked_memory_method(original, kind, pointer, mask_name, on_access, depth):
+    """Report one access per outermost call: ``create_load`` calls ``create_masked_load`` and atomic
+    loads call masked loads, which are one access, not two."""
+    signature = inspect.signature(original)
+
+    def wrapper(self, *args, **kwargs):
+        outermost = depth[0] == 0
+        depth[0] += 1
+        try:
+            if outermost:
+                bound = signature.bind(self, *args, **kwargs).arguments
+                ptrs = bound[pointer]
+                mask = bound.get(mask_name) if mask_name is not None else None
+                elem_bytes = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+                on_access(kind, ptrs.data, mask.data if mask is not None else None, elem_bytes)
+            return original(self, *args, **kwargs)
+        finally:
+            depth[0] -= 1
+    wrapper.__wrapped__ = original
+    return wrapper
+
+
+def _hooked_launch(original, on_launch):
+    def wrapper(self, *args, **kwargs):
+        with on_launch(getattr(self.fn, "__name__", "<kernel>"), self.grid):
+            return original(self, *args, **kwargs)
+    wrapper.__wrapped__ = original
+    return wrapper
+
+
+@contextlib.contextmanager
+def interpreter_hooks(on_access, on_launch):
+    """While active, Triton's interpreter reports what interpreted kernels do; restored on exit.
+
+    on_access(kind, addresses, mask, elem_bytes): one global memory operation; ``kind`` is ``LOAD``,
+        ``STORE`` or ``ATOMIC``, ``addresses`` a numpy array of byte addresses, ``mask`` a numpy
+        boolean array broadcastable to it (None: every lane), ``elem_bytes`` the element size.
+    on_launch(name, grid): a context manager entered around each kernel launch; ``grid`` is the
+        launch's grid (a tuple, or the callable it was given as).
+    """
+    interpreter = importlib.import_module(_INTERPRETER)
+    builder, executor = interpreter.InterpreterBuilder, interpreter.GridExecutor
+    depth = [0]
+    saved = []
+    for name, kind, pointer, mask in _MEMORY_METHODS:
+        original = builder.__dict__.get(name)
+        if original is None:
+            if name in _OPTIONAL_MEMORY_METHODS:
+                continue
+            raise RuntimeError(_missing_message([f"{_INTERPRETER}.InterpreterBuilder.{name}"]))
+        saved.append((builder, name, original))
+        setattr(builder, name, _hooked_memory_method(original, kind, pointer, mask, on_access, depth))
+    saved.append((executor, "__call__", executor.__dict__["__call__"]))
+    executor.__call__ = _hooked_launch(executor.__dict__["__call__"], on_launch)
+    try:
+        yield
+    finally:
+        for owner, name, original in reversed(saved):
+            setattr(owner, name, original)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking the installed Triton
+# ---------------------------------------------------------------------------------------------
+def check() -> list:
+    """What the installed Triton lacks of the private API this module relies on: one line per
+    missing name or parameter, naming it; empty when everything is there."""
+    missing = []
+    for path, parameters in _REQUIRED.items():
+        try:
+            obj = _resolve(path)
+        except AttributeError:
+            missing.append(f"{path} (not found)")
+            continue
+        if not parameters:
+            continue
+        try:
+            accepted = inspect.signature(obj).parameters
+        except (TypeError, ValueError):
+            missing.append(f"{path} (no signature to check parameters {', '.join(parameters)})")
+            continue
+        absent = [p for p in parameters if p not in accepted]
+        if absent:
+            missing.append(f"{path} (no parameter {', '.join(absent)})")
+    return missing
+
+
+def check_message(missing: list) -> str:
+    """The message a failed ``check()`` is reported with."""
+    return _missing_message(missing)
