@@ -11,7 +11,6 @@ several milliseconds per program per loop iteration.
 """
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -25,7 +24,7 @@ from tritonml.ops.scan import PRODUCT, SUM, cumulative_scan
 DTYPES = (torch.float32, torch.float16, torch.int32)
 
 # Accuracy bound per dtype: |result - reference rounded to the dtype| <= rtol * |reference|.
-# float32 accumulates in float64 (issue 2 asks 3e-7 for running sums); float16 accumulates in float32
+# float32 accumulates in float64 (running sums are held to 3e-7); float16 accumulates in float32
 # and rounds once (1 ulp of float16 is at most 2**-10 relative); integers are exact.
 TOLERANCES = {
     torch.float32: 1e-6,
@@ -83,20 +82,18 @@ SCAN_CASES = tuple(
 
 def cuda_scan_config(x: torch.Tensor, out: torch.Tensor, axis: int) -> ScanConfig:
     """The config the heuristics choose for this scan on a CUDA device (no GPU needed)."""
+    from tritonml._dtypes import ACC_TORCH_DTYPE
     from tritonml._layout import axis_layout
     from tritonml_autotune.heuristics import scan_config
 
     layout = axis_layout(tuple(x.shape), x.stride(), out.stride(), axis)
-    if "acc_bytes" in inspect.signature(scan_config).parameters:
-        # The launcher sizes tiles by the accumulator (float64 for float32 input, float32 for half).
-        from tritonml._dtypes import ACC_TORCH_DTYPE
-        acc_bytes = torch.empty((), dtype=ACC_TORCH_DTYPE[x.dtype]).element_size()
-        return scan_config(layout, "cuda", None, acc_bytes)
-    return scan_config(layout, "cuda")
+    # The launcher sizes tiles by the accumulator (float64 for float32 input, float32 for half).
+    acc_bytes = torch.empty((), dtype=ACC_TORCH_DTYPE[x.dtype]).element_size()
+    return scan_config(layout, "cuda", None, acc_bytes)
 
 
 # ---------------------------------------------------------------------------------------------
-# Reductions (tritonml.reduce, issue 3). Entries are data: the regime the case stands for, shape,
+# Reductions (tritonml.reduce). Entries are data: the regime the case stands for, shape,
 # reduced axes (None: all), function, an optional forced config (keyword arguments of
 # tritonml._config.ReduceConfig) and the dtypes it runs for (None: DTYPES).
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import torch
 from . import cases as _cases
 
 # GPU-sized shapes per scan case: big enough to be bandwidth-bound (256 MiB of float32 for rows and
-# columns; the long row is issue 2's 2**26 elements). The dry run uses the interpreter's shapes.
+# columns; the long row has 2**26 elements). The dry run uses the interpreter's shapes.
 GPU_SCAN_SHAPES = {
     "rows": ((16384, 4096), 1),
     "columns": ((4096, 16384), 0),
