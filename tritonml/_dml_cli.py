@@ -6,8 +6,8 @@
 ``add_subcommands(subparsers)`` adds both to an argparse subparsers object (``tritonml.cli`` does);
 each handler takes the parsed arguments and returns the exit code: 0 success (valid), 1 invalid
 descriptor or data (each broken field and rule printed), 2 usage error (a file that cannot be read
-or written; argparse's own usage errors exit with 2 too). ``python -m tritonml._dml_cli`` runs the
-two commands on their own.
+or written, an --input that is not a .npy file; argparse's own usage errors exit with 2 too).
+``python -m tritonml._dml_cli`` runs the two commands on their own.
 
 Data: by default IN.npy holds the input tensor itself (shape = input_tensor.sizes, dtype =
 input_tensor.data_type); it is laid into a buffer of total_tensor_size_in_bytes through the desc's
@@ -151,7 +151,7 @@ def cmd_run(args) -> int:
         _print_problems(f"{args.descriptor}: cannot run {_at_level(args.feature_level)}",
                         e.problems, sys.stderr)
         return EXIT_INVALID
-    except RuntimeError as e:  # e.g. an operator this build of tritonml cannot run
+    except RuntimeError as e:  # a kernel that fails at run time: one line, like every other error
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INVALID
     what = "output buffer" if args.raw_output else f"output tensor, sizes {list(result.shape)}"
