@@ -1,8 +1,10 @@
 """The kernel specializations the scan launcher can choose on a GPU, as recorded launches.
 
-Shared by tests/test_gpu_compile.py and the benchmark report: for every regime x dtype x
-direction x exclusive, the config the CUDA heuristics pick for a large shape of that regime,
-recorded without running (``tritonml._trace.record(execute=False)``).
+Used by tests/test_gpu_compile.py: for every regime x dtype x direction x exclusive, the config
+the CUDA heuristics pick for a large shape of that regime, recorded without running
+(``tritonml._trace.record(execute=False)``). Tests that compile launches of their own import
+``compile_in_subprocess``/``describe`` from here, which puts the repository root (home of
+``benchmarks/gpu_compile.py``) on ``sys.path`` however pytest was started.
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ from tritonml_autotune.heuristics import scan_config
 
 # benchmarks/ is a folder of the repository, not an installed package.
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks.gpu_compile import describe  # noqa: E402
+from benchmarks.gpu_compile import compile_in_subprocess, describe  # noqa: E402,F401
 
 # (regime, shape, axis): large shapes for which the CUDA heuristics pick that regime.
 SCAN_REGIME_SHAPES = {

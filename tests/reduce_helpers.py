@@ -217,7 +217,7 @@ def gpu_reduce_launches(cases):
 
     import tritonml_autotune.heuristics as heuristics
     from tritonml import _trace
-    from benchmarks.gpu_compile import describe
+    from gpu_compile_cases import describe
     from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes
 
     pick = heuristics.reduce_config

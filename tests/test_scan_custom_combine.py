@@ -50,7 +50,7 @@ def test_user_defined_combine_compiles_for_sm80_and_sm90(monkeypatch):
     import os
 
     from tritonml import _trace
-    from benchmarks.gpu_compile import compile_in_subprocess, describe
+    from gpu_compile_cases import compile_in_subprocess, describe
 
     x = torch.empty((4, 1 << 16), dtype=torch.float32)
     running_max = ScanCombine("running_max", _running_max, float("-inf"))
