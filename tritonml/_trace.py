@@ -2,8 +2,8 @@
 
 ``record()`` collects each launch (kernel, grid, arguments, meta-parameters) while it is active;
 benchmarks count launches with it, and the compile test turns the recorded launches into GPU
-compilations (``tritonml._gpu_compile``) without a GPU. ``record(execute=False)`` skips the kernels
-themselves, so specializations can be enumerated cheaply.
+compilations (``benchmarks/gpu_compile.py``) without a GPU. ``record(execute=False)`` skips the
+kernels themselves, so specializations can be enumerated cheaply.
 """
 from __future__ import annotations
 
