@@ -8,9 +8,21 @@ kernels themselves, so specializations can be enumerated cheaply.
 from __future__ import annotations
 
 import contextlib
+import threading
 from dataclasses import dataclass, field
 
-_recorders: list["Recorder"] = []
+import numpy
+
+from . import _backend
+
+# Recorders are per thread: a benchmark counting its launches does not see another thread's.
+_local = threading.local()
+
+
+def _active() -> list:
+    if not hasattr(_local, "recorders"):
+        _local.recorders = []
+    return _local.recorders
 
 
 @dataclass
@@ -34,17 +46,31 @@ class Recorder:
 @contextlib.contextmanager
 def record(execute: bool = True):
     rec = Recorder(execute)
-    _recorders.append(rec)
+    _active().append(rec)
     try:
         yield rec
     finally:
-        _recorders.remove(rec)
+        _active().remove(rec)
+
+
+# Triton's interpreter swaps ``triton.language``'s functions for numpy-backed ones, process-wide,
+# for the duration of each launch; a second thread launching meanwhile would find (or restore) the
+# wrong ones. Interpreted launches therefore take turns. Compiled launches take no lock: they only
+# enqueue work on a CUDA stream.
+_INTERPRETER_LOCK = threading.RLock()
 
 
 def launch(kernel, grid, *args, **meta) -> None:
     execute = True
-    for rec in _recorders:
+    for rec in _active():
         rec.launches.append(Launch(kernel, tuple(grid), args, dict(meta)))
         execute = execute and rec.execute
-    if execute:
+    if not execute:
+        return
+    if _backend.INTERPRET:
+        # numpy warns on results the operators define (NaN propagation, overflow to inf, log(0),
+        # integer wrap-around); a GPU does not, so neither does an interpreted launch.
+        with _INTERPRETER_LOCK, numpy.errstate(all="ignore"):
+            kernel[tuple(grid)](*args, **meta)
+    else:
         kernel[tuple(grid)](*args, **meta)

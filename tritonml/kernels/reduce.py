@@ -88,6 +88,7 @@ def reduce_kernel(
     STATE_DTYPE: tl.constexpr, IDENTITY: tl.constexpr,
     HAS_AUX: tl.constexpr, AUX_DTYPE: tl.constexpr, AUX_IDENTITY: tl.constexpr,
     NEEDS_INDEX: tl.constexpr, RED_DIMS: tl.constexpr, WRITE_PARTIAL: tl.constexpr,
+    NEGATE_X: tl.constexpr, NEGATE_OUT: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
 ):
     """Grid (chains, splits): chains = outer_len * cdiv(inner_len, BLOCK_INNER); program (c, s)
@@ -96,9 +97,14 @@ def reduce_kernel(
 
     Writes FINISH(state) to out ([BLOCK_INNER] outputs), or with WRITE_PARTIAL the folded state to
     state_ptr/aux_ptr at [(c * splits + s) * BLOCK_INNER + j].
+
+    NEGATE_X / NEGATE_OUT: x / out is a torch view with the negative bit set (its memory holds the
+    negated values): the sign flips on load / before the store.
     """
     chain = tl.program_id(0)
     split = tl.program_id(1)
+    if INDEX_64:
+        chain = chain.to(tl.int64)  # workspace slots: chain * splits * BLOCK_INNER may pass int32
     x_offs, out_offs, inner_mask = chain_offsets(  # [1, BLOCK_INNER] each
         chain, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
         x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
@@ -119,6 +125,10 @@ def reduce_kernel(
         aux = tl.full([1, 1], AUX_IDENTITY, AUX_DTYPE)
     for r_start in range(r_begin, r_end, BLOCK_AXIS):
         r = r_start + tl.arange(0, BLOCK_AXIS)[:, None]  # [BLOCK_AXIS, 1]
+        if INDEX_64:
+            # Explicitly: the interpreter runs this loop with a plain Python int as r_start, so
+            # r would otherwise be int32 there whatever r_begin's type.
+            r = r.to(tl.int64)
         red_offs, index = _reduced_offsets(
             r, red_size1, red_size2, red_size3, x_red_stride0, x_red_stride1, x_red_stride2,
             x_red_stride3, red_weight0, red_weight1, red_weight2, red_weight3, RED_DIMS, NEEDS_INDEX)
@@ -127,7 +137,10 @@ def reduce_kernel(
         # identity is exact). ARGMAX/ARGMIN lanes past the end may then record an index >= red_len,
         # which loses every tie to a real element's smaller index.
         tile = tl.load(x_ptr + x_offs + red_offs, mask=mask, other=0)
-        tile = tl.where(mask, tile.to(STATE_DTYPE), tl.full([1, 1], IDENTITY, STATE_DTYPE))
+        tile = tile.to(STATE_DTYPE)
+        if NEGATE_X:
+            tile = -tile
+        tile = tl.where(mask, tile, tl.full([1, 1], IDENTITY, STATE_DTYPE))
         if NEEDS_INDEX:
             tile_values, tile_aux = PREPARE(tile, index.to(AUX_DTYPE))
         else:
@@ -144,6 +157,8 @@ def reduce_kernel(
             tl.store(aux_ptr + slot, aux, mask=lane_mask)
     else:
         result = FINISH(values, aux, red_len)
+        if NEGATE_OUT:
+            result = -result
         tl.store(out_ptr + tl.reshape(out_offs, [BLOCK_INNER]), result.to(out_ptr.dtype.element_ty),
                  mask=lane_mask)
 
@@ -161,11 +176,14 @@ def reduce_partials_kernel(
     MERGE: tl.constexpr, ALONG: tl.constexpr, FINISH: tl.constexpr,
     STATE_DTYPE: tl.constexpr, IDENTITY: tl.constexpr,
     HAS_AUX: tl.constexpr, AUX_DTYPE: tl.constexpr, AUX_IDENTITY: tl.constexpr,
+    NEGATE_OUT: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_SPLIT: tl.constexpr, BLOCK_INNER: tl.constexpr,
 ):
     """Stage 2 of "split": one program per chain folds its ``splits`` partial states
     ([BLOCK_SPLIT, BLOCK_INNER] at a time, always in the same order) and writes FINISH(state)."""
     chain = tl.program_id(0)
+    if INDEX_64:
+        chain = chain.to(tl.int64)
     _, out_offs, inner_mask = chain_offsets(  # [1, BLOCK_INNER] each
         chain, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
         0, 0, 0, 0, 0, 0,
@@ -194,5 +212,7 @@ def reduce_partials_kernel(
     values, aux = ALONG(values, aux)
 
     result = FINISH(values, aux, red_len)
+    if NEGATE_OUT:
+        result = -result
     tl.store(out_ptr + tl.reshape(out_offs, [BLOCK_INNER]), result.to(out_ptr.dtype.element_ty),
              mask=lane_mask)

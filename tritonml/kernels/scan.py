@@ -39,8 +39,8 @@ STATE_PREFIX = tl.constexpr(2)     # the inclusive prefix (everything up to and 
 @triton.jit
 def _scan_tile(x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride,
                COMBINE: tl.constexpr, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
-               REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, INDEX_64: tl.constexpr,
-               BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
+               REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
+               INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
     """Load and scan one tile: axis positions [tile * BLOCK_AXIS, (tile + 1) * BLOCK_AXIS).
 
     Returns (partial, total, positions, mask): the in-tile inclusive or exclusive scan
@@ -53,6 +53,8 @@ def _scan_tile(x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride,
     element the window leaves out (where traversal leaves the tile) is loaded as a row of its own
     to complete the tile's total. Every element is read once, only by its own tile, so in-place
     execution is safe, and no value is subtracted or divided out.
+
+    NEGATE_X: x is a torch view with the negative bit set (memory holds the negated values).
     """
     tile_start = tile * BLOCK_AXIS
     positions = tile_start + tl.arange(0, BLOCK_AXIS)[:, None]            # [BLOCK_AXIS, 1]
@@ -73,6 +75,8 @@ def _scan_tile(x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride,
         window = positions
         window_mask = mask
     values = tl.load(x_ptr + x_offs + window * x_axis_stride, mask=window_mask).to(ACC_DTYPE)
+    if NEGATE_X:
+        values = -values
     # The identity is filled in after the conversion, not through ``other=``: the interpreter
     # turns ``other=1`` for a bfloat16 load into the bit pattern 1 (a denormal), not the value 1.
     values = tl.where(window_mask, values, tl.full(values.shape, IDENTITY, ACC_DTYPE))
@@ -84,6 +88,8 @@ def _scan_tile(x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride,
             last = last.to(tl.int64)
         last_mask = (last < axis_len) & inner_mask                       # [1, BLOCK_INNER]
         last_values = tl.load(x_ptr + x_offs + last * x_axis_stride, mask=last_mask).to(ACC_DTYPE)
+        if NEGATE_X:
+            last_values = -last_values
         total = COMBINE(total, tl.where(last_mask, last_values,
                                         tl.full(last_values.shape, IDENTITY, ACC_DTYPE)))
     return partial, total, positions, mask
@@ -103,7 +109,8 @@ def scan_tiled_kernel(
     out_outer_stride3, out_outer_stride4, out_outer_stride5,
     # meta-parameters
     COMBINE: tl.constexpr, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
-    REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, INDEX_64: tl.constexpr,
+    REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
+    NEGATE_OUT: tl.constexpr, INDEX_64: tl.constexpr,
     BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
 ):
     """One program per (outer index, block of BLOCK_INNER inner positions); grid = outer_len *
@@ -127,9 +134,11 @@ def scan_tiled_kernel(
             tile = step
         partial, total, positions, mask = _scan_tile(
             x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride, COMBINE, IDENTITY, ACC_DTYPE,
-            REVERSE, EXCLUSIVE, INDEX_64, BLOCK_AXIS, BLOCK_INNER)
+            REVERSE, EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS, BLOCK_INNER)
         results = COMBINE(carry, partial)
         carry = COMBINE(carry, total)
+        if NEGATE_OUT:
+            results = -results
         tl.store(out_ptr + out_offs + positions * out_axis_stride,
                  results.to(out_ptr.dtype.element_ty), mask=mask)
 
@@ -173,7 +182,8 @@ def scan_lookback_kernel(
     out_outer_stride3, out_outer_stride4, out_outer_stride5,
     # meta-parameters
     COMBINE: tl.constexpr, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
-    REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, INDEX_64: tl.constexpr,
+    REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
+    NEGATE_OUT: tl.constexpr, INDEX_64: tl.constexpr,
     BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr, PREFIX_EVERY: tl.constexpr,
 ):
     """One program per tile; grid = (independent scans) * cdiv(axis_len, BLOCK_AXIS).
@@ -185,6 +195,8 @@ def scan_lookback_kernel(
     values publish only every PREFIX_EVERY-th one, a test knob that forces long look-backs.
     """
     ticket = tl.atomic_add(status_ptr, 1)
+    if INDEX_64:
+        ticket = ticket.to(tl.int64)  # workspace slots: ticket * BLOCK_INNER may pass int32
     n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)
     chain = ticket // n_tiles
     step = ticket % n_tiles  # position in traversal order; slot = ticket
@@ -201,7 +213,7 @@ def scan_lookback_kernel(
         INDEX_64, BLOCK_INNER)
     partial, total, positions, mask = _scan_tile(
         x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride, COMBINE, IDENTITY, ACC_DTYPE,
-        REVERSE, EXCLUSIVE, INDEX_64, BLOCK_AXIS, BLOCK_INNER)
+        REVERSE, EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS, BLOCK_INNER)
 
     if step == 0:
         carry = tl.full([1, BLOCK_INNER], IDENTITY, ACC_DTYPE)
@@ -223,5 +235,7 @@ def scan_lookback_kernel(
             _publish(prefix_ptr, status_ptr, ticket, COMBINE(carry, total), STATE_PREFIX,
                      BLOCK_INNER)
     results = COMBINE(carry, partial)
+    if NEGATE_OUT:
+        results = -results
     tl.store(out_ptr + out_offs + positions * out_axis_stride,
              results.to(out_ptr.dtype.element_ty), mask=mask)

@@ -71,13 +71,18 @@ def launch_scan(x, out, layout, combine: ScanCombine, *, reverse: bool, exclusiv
                 config: ScanConfig) -> None:
     """Launch the kernel ``config`` names over an already validated, canonical layout."""
     chains = layout.outer_len * -(-layout.inner_len // config.block_inner)
+    tiles = chains * -(-layout.axis_len // config.block_axis)
+    # Look-back workspace slots (tiles * block_inner) are offsets too.
+    index_64 = (layout.needs_index_64(config.block_axis, config.block_inner)
+                or (config.regime == "lookback"
+                    and (tiles + 1) * config.block_inner > _layout.INT32_LIMIT))
     meta = dict(COMBINE=combine.fn, IDENTITY=combine.identity, ACC_DTYPE=ACC_DTYPE[x.dtype],
                 REVERSE=reverse, EXCLUSIVE=exclusive,
-                INDEX_64=layout.needs_index_64(config.block_axis, config.block_inner),
+                # torch views with the negative bit: the memory holds the negated values.
+                NEGATE_X=x.is_neg(), NEGATE_OUT=out.is_neg(), INDEX_64=index_64,
                 BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
                 num_warps=config.num_warps)
     if config.regime == "lookback":
-        tiles = chains * -(-layout.axis_len // config.block_axis)
         acc_torch = ACC_TORCH_DTYPE[x.dtype]
         status = torch.zeros(1 + tiles, dtype=torch.int32, device=x.device)
         aggregates = torch.empty(tiles * config.block_inner, dtype=acc_torch, device=x.device)
