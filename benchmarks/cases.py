@@ -88,7 +88,7 @@ def cuda_scan_config(x: torch.Tensor, out: torch.Tensor, axis: int) -> ScanConfi
 
     layout = axis_layout(tuple(x.shape), x.stride(), out.stride(), axis)
     # The launcher sizes tiles by the accumulator (float64 for float32 input, float32 for half).
-    acc_bytes = torch.empty((), dtype=ACC_TORCH_DTYPE[x.dtype]).element_size()
+    acc_bytes = ACC_TORCH_DTYPE[x.dtype].itemsize
     return scan_config(layout, "cuda", None, acc_bytes)
 
 
@@ -138,7 +138,7 @@ _TORCH_REDUCE = {
 
 def cuda_reduce_config(x: torch.Tensor, out: torch.Tensor, axes: tuple, returns_index: bool):
     """The config the heuristics choose for this reduction on a CUDA device (no GPU needed)."""
-    from tritonml.ops.reduce import reduce_layout
+    from tritonml._layout import reduce_layout
     from tritonml_autotune.heuristics import reduce_config
 
     layout = reduce_layout(tuple(x.shape), x.stride(), out.stride(), axes, returns_index)

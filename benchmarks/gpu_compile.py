@@ -28,10 +28,8 @@ import torch
 
 import tritonml
 from tritonml import _triton_compat
+from tritonml._dtypes import DTYPE_BY_NAME
 
-_TORCH_DTYPES = {str(d).replace("torch.", ""): d for d in (
-    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int8, torch.int16, torch.int32,
-    torch.int64, torch.uint8, torch.uint16, torch.uint32, torch.uint64)}
 
 KERNEL_MODULES = ("tritonml.kernels.scan", "tritonml.kernels.reduce")
 COMBINE_MODULE = "tritonml.kernels.combine"
@@ -49,6 +47,8 @@ def _describe_value(value):
         return {"tl_dtype": value.name}
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
+    if isinstance(value, tuple):  # layout arguments: sizes or strides, one per dim
+        return {"tuple": [_describe_value(v) for v in value]}
     combine = importlib.import_module(COMBINE_MODULE)
     for name in dir(combine):
         if getattr(combine, name) is value:
@@ -83,8 +83,10 @@ def _rebuild_value(value):
     import triton.language as tl
 
     if isinstance(value, dict):
+        if "tuple" in value:
+            return tuple(_rebuild_value(v) for v in value["tuple"])
         if "tensor" in value:
-            return _FakeTensor(_TORCH_DTYPES[value["tensor"]], value["aligned"])
+            return _FakeTensor(DTYPE_BY_NAME[value["tensor"]], value["aligned"])
         if "tl_dtype" in value:
             return tl.dtype(value["tl_dtype"])
         if "combine" in value:

@@ -22,6 +22,8 @@ import time
 
 import torch
 
+from tritonml._dtypes import dtype_name
+
 from . import cases as _cases
 
 # GPU-sized shapes per scan case: big enough to be bandwidth-bound (256 MiB of float32 for rows and
@@ -110,7 +112,7 @@ def main(argv=None) -> int:
     import triton
 
     import tritonml
-    names = {str(d).replace("torch.", ""): d for d in _cases.DTYPES}
+    names = {dtype_name(d): d for d in _cases.DTYPES}
     dtypes = [names[d.strip()] for d in args.dtypes.split(",") if d.strip()]
     device = "cuda" if has_cuda and not args.dry_run else "cpu"
     timer = _do_bench_ms if device == "cuda" else _wall_clock_ms

@@ -25,6 +25,7 @@ import torch
 
 import tritonml
 from tritonml import _trace
+from tritonml._dtypes import dtype_name
 
 import triton
 
@@ -34,7 +35,7 @@ from .memtrace import OTHER_REGION, trace_memory
 
 BYTES_BOUND = 1.05  # bytes moved <= 1.05 x ideal (tests/test_bytes_moved.py holds the same bound)
 COMPILE_ARCHS = (90,)
-_DTYPE_NAMES = {str(d).replace("torch.", ""): d for d in _cases.DTYPES}
+_DTYPE_NAMES = {dtype_name(d): d for d in _cases.DTYPES}
 
 
 def _dtype_name(dtype) -> str:

@@ -39,7 +39,7 @@ def scan_launches(dtypes=SUPPORTED_DTYPES, regimes=tuple(SCAN_REGIME_SHAPES),
         shape, axis = SCAN_REGIME_SHAPES[regime]
         x = torch.empty(shape, dtype=dtype)  # never touched: the launch is only recorded
         layout = _layout.axis_layout(shape, x.stride(), x.stride(), axis)
-        acc_bytes = torch.empty((), dtype=ACC_TORCH_DTYPE[dtype]).element_size()
+        acc_bytes = ACC_TORCH_DTYPE[dtype].itemsize
         config = scan_config(layout, "cuda", acc_bytes=acc_bytes)
         assert config.regime == regime, (regime, config)
         with _trace.record(execute=False) as rec:

@@ -253,6 +253,8 @@ def gpu_reduce_launches(cases):
 def _specialization(arg):
     """What Triton specializes an argument on: tensors by dtype and alignment, integers by being 1
     or a multiple of 16."""
+    if isinstance(arg, dict) and "tuple" in arg:
+        return [_specialization(a) for a in arg["tuple"]]
     if isinstance(arg, bool) or not isinstance(arg, int):
         return arg
     return "one" if arg == 1 else "div16" if arg % 16 == 0 else "int"

@@ -2,7 +2,6 @@
 launches, determinism, the float32 accuracy bound, 64-bit indexing, and the heuristics' choices."""
 from __future__ import annotations
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -11,7 +10,8 @@ import torch
 import tritonml
 from tritonml import _trace
 from tritonml._config import ReduceConfig
-from tritonml.ops.reduce import COMBINES, ReduceFunction, launch_reduce, reduce_axes, reduce_layout
+from tritonml._layout import ReduceLayout, reduce_layout
+from tritonml.ops.reduce import COMBINES, ReduceFunction, launch_reduce, reduce_axes
 from tritonml_autotune import spaces
 from tritonml_autotune.heuristics import reduce_config
 
@@ -105,7 +105,7 @@ def test_float32_sum_of_2_to_24_uniform_values_is_within_1e_minus_6():
 
 
 @pytest.mark.parametrize("function", ["SUM", "ARGMAX", "MIN", "LOG_SUM_EXP", "MULTIPLY"])
-def test_64_bit_offsets_give_the_same_result(function):
+def test_64_bit_offsets_give_the_same_result(function, monkeypatch):
     """INDEX_64 is chosen for tensors past 2**31 elements; force it on a small one to run the
     64-bit address and index arithmetic (both regimes, both stages)."""
     x = make_input((5, 6, 70), torch.float32, function).transpose(1, 2)
@@ -116,9 +116,10 @@ def test_64_bit_offsets_give_the_same_result(function):
         out = torch.empty_like(want)
         layout = reduce_layout(tuple(x.shape), x.stride(), out.stride(), axes,
                                combine.returns_index)
-        assert not layout.index_64
-        with _trace.record() as rec:
-            launch_reduce(x, out, dataclasses.replace(layout, index_64=True), combine, config)
+        assert not layout.needs_index_64(config.block_inner, x.numel() + config.block_axis)
+        with monkeypatch.context() as m, _trace.record() as rec:
+            m.setattr(ReduceLayout, "needs_index_64", lambda *args: True)
+            launch_reduce(x, out, layout, combine, config)
         assert all(launch.meta["INDEX_64"] for launch in rec.launches)
         assert bits(out) == bits(want)
 

@@ -35,16 +35,17 @@ ACC_DTYPE = {
     torch.uint8: tl.uint64, torch.uint16: tl.uint64, torch.uint32: tl.uint64, torch.uint64: tl.uint64,
 }
 
-# torch twin of each accumulator type, for workspaces that hold partial results.
-ACC_TORCH_DTYPE = {dtype: {tl.float32: torch.float32, tl.float64: torch.float64, tl.int64: torch.int64,
-                           tl.uint64: torch.uint64}[acc] for dtype, acc in ACC_DTYPE.items()}
+# The one map back from Triton to torch (workspaces of accumulator or state types).
+TORCH_DTYPE = {tl_dtype: torch_dtype for torch_dtype, tl_dtype in TL_DTYPE.items()}
+ACC_TORCH_DTYPE = {dtype: TORCH_DTYPE[acc] for dtype, acc in ACC_DTYPE.items()}
 
 
 def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-SUPPORTED_NAMES = ", ".join(dtype_name(d) for d in SUPPORTED_DTYPES)
+# torch dtypes by their short names ("float32"), for files and command lines.
+DTYPE_BY_NAME = {dtype_name(d): d for d in SUPPORTED_DTYPES}
 
 
 def check_dtype(name: str, dtype: torch.dtype, allowed=SUPPORTED_DTYPES) -> None:

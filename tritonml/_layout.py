@@ -1,215 +1,87 @@
-"""Argument checks and shape/stride canonicalization shared by every op.
+"""Canonical layouts: how every op sees its tensors, and the one rule for 32- or 64-bit offsets.
 
-Every op views its tensors as ``outer dims x axis x inner``: the scanned (or reduced) axis, one
-"inner" dimension that programs tile across (the non-axis dimension with the smallest input stride,
-so loads coalesce along it), and up to ``MAX_OUTER_DIMS`` outer dimensions that programs are indexed
-by. Dimensions of size 1 are dropped and dimensions that are contiguous with each other in *both*
-tensors are merged first, so a contiguous tensor becomes ``outer x axis x inner`` with at most one
-outer dimension, and any strided view of rank <= 8 fits without a copy.
+Scans view ``x`` and ``out`` (same shape) as ``outer dims x axis x inner``; reductions view ``x``
+as ``outer dims x inner x reduced dims`` and ``out`` as ``outer dims x inner``. ``inner`` is the
+kept dimension programs tile across (the one with the smallest input stride, so loads coalesce
+along it); the outer dims are what a program's index decomposes over. Dimensions of size 1 are
+dropped and neighbours contiguous with each other in every tensor are merged first
+(``merge_dims``), so a contiguous tensor needs at most one outer dimension and any strided view of
+rank <= 8 fits without a copy (reductions of more than ``MAX_REDUCED_DIMS`` unmergeable axes are
+the one exception; the launcher copies those).
+
+Kernels receive each list of sizes or strides as one tuple argument (``kernel_args``), padded to
+its maximum length with size 1 / stride 0 entries, which Triton specializes away: changing a
+maximum here is the whole change.
 """
 from __future__ import annotations
 
 import math
-import operator
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy
-import torch
-
-from . import _backend
-from ._dtypes import check_dtype
-
-MAX_RANK = 8
-MAX_OUTER_DIMS = 6
+MAX_OUTER_DIMS = 6     # kept dims besides the inner one (rank 8: axis + inner + 6)
+MAX_REDUCED_DIMS = 4   # reduced dims after merging
 INT32_LIMIT = 2**31 - 1
-# Masked-off lanes of the last tile still form addresses up to one tile past the end of an axis.
-_MAX_TILE_OVERRUN = 1 << 16
 
 
-# --------------------------------------------------------------------------------------------
-# Validation
-# --------------------------------------------------------------------------------------------
-def _type_name(value) -> str:
-    """A value's type as users would write it (``numpy.int64``, ``torch.Tensor``, ``str``)."""
-    cls = type(value)
-    module = cls.__module__
-    return cls.__qualname__ if module == "builtins" else f"{module.split('.')[0]}.{cls.__qualname__}"
+def needs_index_64(*reaches: int) -> bool:
+    """The one rule for offset width: a kernel computes offsets, indices and workspace slots in
+    32 bits unless one of them can pass int32. ``reaches`` are the largest values a launch can
+    form, counting the lanes of a last partial tile that lie past the end (masked off, but their
+    addresses are still computed)."""
+    return max(reaches, default=0) > INT32_LIMIT
 
 
-def check_readable(name: str, t) -> None:
-    """``t`` is a tensor whose elements are plain reads of strided memory, so kernels can address it.
+def last_offset(sizes: Sequence[int], strides: Sequence[int]) -> int:
+    """Offset, in elements, of the last element a view addresses (0 for an empty view)."""
+    if any(s == 0 for s in sizes):
+        return 0
+    return sum((s - 1) * st for s, st in zip(sizes, strides))
 
-    torch also has tensors that are not: sparse and other non-strided layouts, quantized, nested,
-    "zero" tensors with no storage, and meta tensors with no data. Each is refused with a TypeError
-    naming ``name`` before anything runs. Tensors torch *flags* instead of copying (``is_neg()``)
-    are readable: the kernels flip the sign on load or store. Complex dtypes (the only ones with a
-    conjugate bit) are refused by the dtype check.
+
+def merge_dims(dims, *, zero_strides_outermost: bool = False):
+    """Drop size-1 dims, order outermost first, and merge neighbours that are one dim.
+
+    ``dims``: ``(size, columns)`` pairs, where ``columns`` holds the dim's stride in each tensor
+    (and any other per-dim weight that must stay linear, such as the ARGMAX index weight). Two
+    neighbours merge when every column is contiguous across them (outer == size * inner); the
+    merged dim keeps the inner one's columns. Dims are ordered by their columns, largest first;
+    ``zero_strides_outermost`` puts broadcast (stride-0 in the first column) dims outermost, so the
+    innermost dim is one that really runs through memory.
     """
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor, got {_type_name(t)}")
-    if t.is_nested:
-        raise TypeError(f"{name}: nested tensors are not supported; pass a strided tensor per sequence")
-    if t.layout != torch.strided:
-        raise TypeError(f"{name}: tensors with layout {t.layout} are not supported; tritonml reads "
-                        "strided tensors only (convert with .to_dense())")
-    if t.is_quantized:
-        raise TypeError(f"{name}: quantized tensors are not supported; dequantize first "
-                        "(.dequantize()) or pass the integer representation (.int_repr())")
-    if t.device.type == "meta":
-        raise TypeError(f"{name}: meta tensors have no data to read; pass a tensor on cpu or cuda")
-    if torch._is_zerotensor(t):
-        raise TypeError(f"{name}: a ZeroTensor has no storage to read or write; materialize it "
-                        "with torch.zeros_like first")
+    def key(dim):
+        columns = dim[1]
+        return ((columns[0] == 0) if zero_strides_outermost else False, columns)
 
-
-def check_tensor(name: str, x, allowed_dtypes=None) -> None:
-    check_readable(name, x)
-    if x.dim() > MAX_RANK:
-        raise ValueError(f"{name}: rank {x.dim()} is not supported; tensors have rank 0 to {MAX_RANK}")
-    if allowed_dtypes is None:
-        check_dtype(name, x.dtype)
-    else:
-        check_dtype(name, x.dtype, allowed_dtypes)
-    _backend.check_device(name, x)
-
-
-def check_bool(name: str, value) -> bool:
-    """Python and numpy booleans (torch's own bool arguments accept both); nothing else, not even
-    0 and 1, so a misplaced positional argument cannot pass as a flag."""
-    if isinstance(value, (bool, numpy.bool_)):
-        return bool(value)
-    raise TypeError(f"{name}: expected a bool, got {_type_name(value)} ({value!r})")
-
-
-def normalize_axis(axis, rank: int, name: str = "axis") -> int:
-    """Negative axes count from the end; a 0-d tensor accepts 0 and -1 (it acts as shape [1])."""
-    # Booleans are ints to Python but never axes (torch refuses them too).
-    if isinstance(axis, (bool, numpy.bool_)) or (isinstance(axis, torch.Tensor)
-                                                 and axis.dtype == torch.bool):
-        raise TypeError(f"{name}: expected an int, got {_type_name(axis)} ({axis!r}); booleans are "
-                        "not axes")
-    if not isinstance(axis, int):
-        try:
-            axis = operator.index(axis)
-        except TypeError:
-            raise TypeError(f"{name}: expected an int, got {_type_name(axis)}") from None
-    effective_rank = max(rank, 1)
-    if not -effective_rank <= axis < effective_rank:
-        raise ValueError(f"{name}: {axis} is out of range for a tensor of rank {rank}; "
-                         f"it must be in [{-effective_rank}, {effective_rank - 1}]")
-    return axis % effective_rank
-
-
-def byte_span(t: torch.Tensor) -> tuple[int, int]:
-    """[first, last) bytes of memory ``t`` can address (empty tensors address nothing)."""
-    start = t.data_ptr()
-    if t.numel() == 0:
-        return start, start
-    last = sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
-    return start, start + (last + 1) * t.element_size()
-
-
-def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
-            and a.dtype == b.dtype)
-
-
-def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Conservative: byte ranges of two tensors intersect (views that interleave count too)."""
-    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
-        return False
-    a0, a1 = byte_span(a)
-    b0, b1 = byte_span(b)
-    return a0 < b1 and b0 < a1
-
-
-def has_internal_overlap(t: torch.Tensor) -> bool:
-    """True when two indices of ``t`` address the same element (stride 0, or strides that collide)."""
-    dims = sorted((st, s) for s, st in zip(t.shape, t.stride()) if s > 1)
-    reach = 1  # elements spanned by the dimensions already placed, innermost first
-    for stride, size in dims:
-        if stride < reach:
-            return True
-        reach = stride * (size - 1) + reach
-    return False
-
-
-def check_out(out, x: torch.Tensor, *, shape, dtype, name: str = "out", allow_alias_of=None) -> None:
-    """``out`` must match ``shape``/``dtype``/device and must not partly overlap the inputs.
-
-    ``allow_alias_of``: an input that ``out`` may be exactly (in-place execution).
-    """
-    if not isinstance(out, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor or None, got {_type_name(out)}")
-    check_readable(name, out)
-    if torch.is_grad_enabled() and (out.requires_grad or x.requires_grad):
-        # torch's rule for every out= function: writing into a tensor cannot be differentiated.
-        which = name if out.requires_grad else "x"
-        raise RuntimeError(f"{name}: functions with out=... arguments don't support automatic "
-                           f"differentiation, but {which} requires grad; call without {name}=, "
-                           "or under torch.no_grad()")
-    if tuple(out.shape) != tuple(shape):
-        raise ValueError(f"{name}: shape {tuple(out.shape)} does not match the result shape {tuple(shape)}")
-    if out.dtype != dtype:
-        raise TypeError(f"{name}: dtype {out.dtype} does not match the result dtype {dtype}")
-    if out.device != x.device:
-        raise ValueError(f"{name}: tensor is on {out.device} but the input is on {x.device}; "
-                         "tensors must be on the same device")
-    if has_internal_overlap(out):
-        raise ValueError(f"{name}: has internal overlap (a stride-0 or self-overlapping view); "
-                         "every output element must have its own memory")
-    if allow_alias_of is not None and same_view(out, allow_alias_of):
-        return
-    if overlaps(out, x):
-        raise ValueError(f"{name}: partially overlaps the input; pass the input itself for in-place "
-                         "execution or a tensor whose memory does not overlap it")
-
-
-# --------------------------------------------------------------------------------------------
-# Canonicalization
-# --------------------------------------------------------------------------------------------
-def merge_dims(sizes: Sequence[int], strides: Sequence[Sequence[int]]):
-    """Drop size-1 dims, order by the first tensor's stride (outermost first), merge neighbours that
-    are contiguous with each other in every tensor. Returns a list of (size, (stride per tensor))."""
-    dims = [(s, tuple(st[i] for st in strides)) for i, s in enumerate(sizes) if s != 1]
-    dims.sort(key=lambda d: d[1], reverse=True)
-    merged: list[tuple[int, tuple[int, ...]]] = []
-    for size, st in dims:
+    merged: list[tuple[int, tuple]] = []
+    for size, columns in sorted(((s, tuple(c)) for s, c in dims if s != 1), key=key, reverse=True):
         if merged:
-            prev_size, prev_st = merged[-1]
-            if all(p == size * c for p, c in zip(prev_st, st)):
-                merged[-1] = (prev_size * size, st)
+            prev_size, prev_columns = merged[-1]
+            if all(p == size * c for p, c in zip(prev_columns, columns)):
+                merged[-1] = (prev_size * size, columns)
                 continue
-        merged.append((size, st))
+        merged.append((size, columns))
     return merged
 
 
-def needs_64bit(tensors_extents: Sequence[tuple[Sequence[int], Sequence[int]]]) -> bool:
-    """Whether any address offset (in elements) can pass int32, counting masked tile overrun."""
-    for sizes, strides in tensors_extents:
-        used = [(s, st) for s, st in zip(sizes, strides) if s > 1]
-        last = sum((s - 1) * st for s, st in used)
-        overrun = _MAX_TILE_OVERRUN * max((st for _, st in used), default=0)
-        if last + overrun > INT32_LIMIT:
-            return True
-    return False
+def _pad(values, length: int, fill) -> tuple:
+    """Left-pad to ``length`` (outermost entries are the padding)."""
+    values = tuple(values)
+    if len(values) > length:  # rank <= 8 never gets here; kept as a guard
+        raise ValueError(f"too many non-mergeable dimensions ({len(values)} > {length})")
+    return (fill,) * (length - len(values)) + values
 
 
 @dataclass(frozen=True)
-class AxisLayout:
-    """Two tensors (``x`` read, ``out`` written) of one shape viewed as outer dims x axis x inner.
-
-    Strides are in elements. ``outer_sizes`` is padded with 1s to ``MAX_OUTER_DIMS`` (outermost
-    first); the kernels decompose a program's outer index over them.
-    """
-    axis_len: int
+class _Chains:
+    """What both layouts share: the kept dims, the extent of each tensor, and *chains*: programs
+    own one outer index x ``block_inner`` consecutive inner positions (``BLOCK_INNER`` independent
+    scans or outputs). Strides are in elements; the outer tuples have ``MAX_OUTER_DIMS`` entries,
+    outermost first."""
     inner_len: int
     outer_sizes: tuple
-    x_axis_stride: int
     x_inner_stride: int
     x_outer_strides: tuple
-    out_axis_stride: int
     out_inner_stride: int
     out_outer_strides: tuple
     x_last: int       # offset of the last element x addresses
@@ -219,18 +91,39 @@ class AxisLayout:
     def outer_len(self) -> int:
         return math.prod(self.outer_sizes)
 
-    def needs_index_64(self, block_axis: int, block_inner: int) -> bool:
-        """Whether tiles of this shape form offsets past int32: masked lanes of the last tile
-        reach up to one tile past the end of the axis and of the inner dim."""
-        return (self.x_last + block_axis * self.x_axis_stride + block_inner * self.x_inner_stride
-                > INT32_LIMIT
-                or self.out_last + block_axis * self.out_axis_stride
-                + block_inner * self.out_inner_stride > INT32_LIMIT)
+    def chains(self, block_inner: int) -> int:
+        return self.outer_len * -(-self.inner_len // block_inner)
+
+
+# --------------------------------------------------------------------------------------------
+# Scans: outer dims x axis x inner
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AxisLayout(_Chains):
+    """Two tensors (``x`` read, ``out`` written) of one shape viewed as outer dims x axis x inner;
+    the kernels decompose a program's outer index over the outer dims."""
+    axis_len: int
+    x_axis_stride: int
+    out_axis_stride: int
 
     @property
     def axis_is_contiguous(self) -> bool:
         """The axis, not the inner dim, is where the input's memory runs (the "rows" case)."""
         return self.inner_len == 1 or self.x_axis_stride <= self.x_inner_stride
+
+    def needs_index_64(self, block_axis: int, block_inner: int, workspace_slots: int = 0) -> bool:
+        """Masked lanes of the last tile reach one tile past the end of the axis and of the inner
+        dim; ``workspace_slots``: the look-back's per-tile vectors."""
+        return needs_index_64(
+            self.x_last + block_axis * self.x_axis_stride + block_inner * self.x_inner_stride,
+            self.out_last + block_axis * self.out_axis_stride + block_inner * self.out_inner_stride,
+            workspace_slots)
+
+    def kernel_args(self) -> tuple:
+        """The scan kernels' layout arguments, in their order."""
+        return (self.axis_len, self.inner_len, self.outer_sizes,
+                self.x_axis_stride, self.x_inner_stride, self.x_outer_strides,
+                self.out_axis_stride, self.out_inner_stride, self.out_outer_strides)
 
 
 def axis_layout(shape: Sequence[int], x_strides: Sequence[int], out_strides: Sequence[int],
@@ -239,22 +132,103 @@ def axis_layout(shape: Sequence[int], x_strides: Sequence[int], out_strides: Seq
     if len(shape) == 0:
         shape, x_strides, out_strides, axis = (1,), (1,), (1,), 0
     others = [i for i in range(len(shape)) if i != axis]
-    dims = merge_dims([shape[i] for i in others], [[x_strides[i] for i in others],
-                                                     [out_strides[i] for i in others]])
-    if dims:
-        inner_len, (x_inner, out_inner) = dims[-1]
-        outer = dims[:-1]
-    else:
-        inner_len, x_inner, out_inner, outer = 1, 0, 0, []
-    if len(outer) > MAX_OUTER_DIMS:  # cannot happen for rank <= 8, kept as a guard
-        raise ValueError(f"too many non-mergeable dimensions ({len(outer)} > {MAX_OUTER_DIMS})")
-    pad = MAX_OUTER_DIMS - len(outer)
-    outer_sizes = (1,) * pad + tuple(d[0] for d in outer)
-    x_outer = (0,) * pad + tuple(d[1][0] for d in outer)
-    out_outer = (0,) * pad + tuple(d[1][1] for d in outer)
+    dims = merge_dims([(shape[i], (x_strides[i], out_strides[i])) for i in others])
+    inner_len, (x_inner, out_inner) = dims[-1] if dims else (1, (0, 0))
+    outer = dims[:-1]
     axis_len = shape[axis]
     x_axis, out_axis = (x_strides[axis], out_strides[axis]) if axis_len > 1 else (0, 0)
-    x_last = sum((s - 1) * st for s, st in zip(shape, x_strides))
-    out_last = sum((s - 1) * st for s, st in zip(shape, out_strides))
-    return AxisLayout(axis_len, inner_len, outer_sizes, x_axis, x_inner, x_outer,
-                      out_axis, out_inner, out_outer, x_last, out_last)
+    return AxisLayout(
+        axis_len=axis_len, inner_len=inner_len,
+        outer_sizes=_pad((d[0] for d in outer), MAX_OUTER_DIMS, 1),
+        x_axis_stride=x_axis, x_inner_stride=x_inner,
+        x_outer_strides=_pad((d[1][0] for d in outer), MAX_OUTER_DIMS, 0),
+        out_axis_stride=out_axis, out_inner_stride=out_inner,
+        out_outer_strides=_pad((d[1][1] for d in outer), MAX_OUTER_DIMS, 0),
+        x_last=last_offset(shape, x_strides), out_last=last_offset(shape, out_strides))
+
+
+# --------------------------------------------------------------------------------------------
+# Reductions: outer dims x inner x reduced dims
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ReduceLayout(_Chains):
+    """x viewed as outer dims x inner x reduced dims (and out as outer dims x inner).
+
+    Reduced dims (``red_*``, outermost first, padded to MAX_REDUCED_DIMS) are ordered by x's
+    strides, stride-0 dims outermost, so the last one is where x's memory runs; ``red_weights``
+    are each dim's row-major weight over the reduced axes in their original order (the ARGMAX
+    index). Kept dims: ``inner`` is the one with the smallest nonzero x stride, the others are
+    ``outer``.
+    """
+    red_len: int
+    red_dims: int
+    red_sizes: tuple
+    x_red_strides: tuple
+    red_weights: tuple
+
+    @property
+    def reduction_is_contiguous(self) -> bool:
+        """The "rows" case: x's memory runs along the reduced positions, not along the inner dim."""
+        red_stride = self.x_red_strides[-1]
+        return (self.inner_len == 1 or self.x_inner_stride == 0
+                or (red_stride != 0 and red_stride < self.x_inner_stride))
+
+    def needs_index_64(self, block_inner: int, reach: int, workspace_slots: int = 0) -> bool:
+        """``reach``: one past the largest flattened reduced position a program forms (masked
+        tile lanes included), which is also the largest ARGMAX index; positions past the end
+        advance the outermost reduced dim, by at most the largest reduced stride each."""
+        past_end = max(reach - self.red_len, 0) * max(self.x_red_strides)
+        return needs_index_64(
+            self.x_last + past_end + block_inner * self.x_inner_stride,
+            self.out_last + block_inner * self.out_inner_stride,
+            reach, workspace_slots)
+
+    def kernel_args(self) -> tuple:
+        """The reduce kernel's layout arguments, in its order (after the split length)."""
+        return (self.inner_len, self.outer_sizes, self.red_sizes,
+                self.x_inner_stride, self.x_outer_strides, self.x_red_strides, self.red_weights,
+                self.out_inner_stride, self.out_outer_strides)
+
+
+def reduce_layout(shape, x_strides, out_strides, axes, keep_index_order: bool):
+    """Canonical view of a reduction of ``axes`` (sorted, distinct) of a tensor of ``shape``.
+
+    ``out_strides`` holds, for every input dim, out's stride there (reduced dims: ignored).
+    ``keep_index_order``: ARGMAX/ARGMIN; reduced dims merge only where the merged index stays
+    row-major in the original axis order (the weight is merged like a stride). Returns None when
+    the reduced dims do not fit in MAX_REDUCED_DIMS (the caller copies x to a contiguous layout,
+    where they always do).
+    """
+    red_len = math.prod(shape[a] for a in axes)
+    weights, weight = {}, 1
+    for a in reversed(axes):
+        weights[a] = weight
+        weight *= shape[a]
+    columns = (lambda a: (x_strides[a], weights[a])) if keep_index_order else \
+        (lambda a: (x_strides[a],))
+    reduced = merge_dims([(shape[a], columns(a)) for a in axes], zero_strides_outermost=True)
+    if red_len == 0:
+        reduced = [(0, (0, 1))]
+    elif not reduced:
+        reduced = [(1, (0, 1))]
+    if len(reduced) > MAX_REDUCED_DIMS:
+        return None
+    # Without the index order, a merged dim's weight is never read (NEEDS_INDEX is off).
+    reduced = [(size, (cols[0], cols[1] if len(cols) > 1 else 0)) for size, cols in reduced]
+
+    kept = merge_dims([(shape[i], (x_strides[i], out_strides[i]))
+                       for i in range(len(shape)) if i not in axes], zero_strides_outermost=True)
+    inner_len, (x_inner, out_inner) = kept[-1] if kept else (1, (0, 0))
+    outer = kept[:-1]
+    kept_sizes = [d[0] for d in kept]
+    return ReduceLayout(
+        red_len=red_len, red_dims=len(reduced),
+        red_sizes=_pad((d[0] for d in reduced), MAX_REDUCED_DIMS, 1),
+        x_red_strides=_pad((d[1][0] for d in reduced), MAX_REDUCED_DIMS, 0),
+        red_weights=_pad((d[1][1] for d in reduced), MAX_REDUCED_DIMS, 0),
+        inner_len=inner_len, x_inner_stride=x_inner, out_inner_stride=out_inner,
+        outer_sizes=_pad((d[0] for d in outer), MAX_OUTER_DIMS, 1),
+        x_outer_strides=_pad((d[1][0] for d in outer), MAX_OUTER_DIMS, 0),
+        out_outer_strides=_pad((d[1][1] for d in outer), MAX_OUTER_DIMS, 0),
+        x_last=last_offset(shape, x_strides),
+        out_last=last_offset(kept_sizes, [d[1][1] for d in kept]))

@@ -1,4 +1,9 @@
-"""Address arithmetic shared by the kernels: a program's outer index to element offsets."""
+"""Address arithmetic shared by the kernels: a program's index to element offsets.
+
+Sizes and strides arrive as tuples (see ``tritonml._layout``), outermost first, padded with size-1
+/ stride-0 entries; Triton specializes integer arguments equal to 1 into constants, so padding
+costs nothing in compiled code.
+"""
 from .. import _backend  # noqa: F401
 
 import triton
@@ -6,42 +11,28 @@ import triton.language as tl
 
 
 @triton.jit
-def outer_offsets(outer_idx,
-                  size1, size2, size3, size4, size5,
-                  x_stride0, x_stride1, x_stride2, x_stride3, x_stride4, x_stride5,
-                  out_stride0, out_stride1, out_stride2, out_stride3, out_stride4, out_stride5):
-    """Offsets (x, out) of outer index ``outer_idx`` over up to six outer dims, outermost first.
+def unflatten_offsets(flat, sizes, strides, other_strides):
+    """Offsets in two tensors of row-major index ``flat`` over dims ``sizes`` (outermost first).
 
-    ``size0`` is implied (the quotient that is left). Sizes of 1 are specialized to constants by
-    Triton, so unused dims cost nothing in compiled code.
+    Returns (offset in the tensor of ``strides``, offset in the tensor of ``other_strides``). The
+    outermost size is implied: the quotient left over. Several tuples of strides share one
+    decomposition, so the divisions are done once.
     """
-    rest = outer_idx
-    i5 = rest % size5
-    rest = rest // size5
-    i4 = rest % size4
-    rest = rest // size4
-    i3 = rest % size3
-    rest = rest // size3
-    i2 = rest % size2
-    rest = rest // size2
-    i1 = rest % size1
-    i0 = rest // size1
-    x_off = (i0 * x_stride0 + i1 * x_stride1 + i2 * x_stride2 + i3 * x_stride3 + i4 * x_stride4
-             + i5 * x_stride5)
-    out_off = (i0 * out_stride0 + i1 * out_stride1 + i2 * out_stride2 + i3 * out_stride3
-               + i4 * out_stride4 + i5 * out_stride5)
-    return x_off, out_off
+    rest = flat
+    offset = flat * 0
+    other_offset = flat * 0
+    for d in tl.static_range(len(sizes) - 1, 0, -1):
+        index = rest % sizes[d]
+        rest = rest // sizes[d]
+        offset += index * strides[d]
+        other_offset += index * other_strides[d]
+    return offset + rest * strides[0], other_offset + rest * other_strides[0]
 
 
 @triton.jit
-def chain_offsets(chain, inner_len,
-                         outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
-                         x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3,
-                         x_outer_stride4, x_outer_stride5,
-                         out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
-                         out_outer_stride4, out_outer_stride5,
-                         x_inner_stride, out_inner_stride,
-                         INDEX_64: tl.constexpr, BLOCK_INNER: tl.constexpr):
+def chain_offsets(chain, inner_len, outer_sizes, x_outer_strides, out_outer_strides,
+                  x_inner_stride, out_inner_stride,
+                  INDEX_64: tl.constexpr, BLOCK_INNER: tl.constexpr):
     """Map a chain (an outer index x a block of BLOCK_INNER inner positions: one independent scan
     or reduction) to its base offsets.
 
@@ -53,12 +44,7 @@ def chain_offsets(chain, inner_len,
     if INDEX_64:
         outer_idx = outer_idx.to(tl.int64)
         inner_block = inner_block.to(tl.int64)
-    x_base, out_base = outer_offsets(
-        outer_idx, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
-        x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
-        x_outer_stride5,
-        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3, out_outer_stride4,
-        out_outer_stride5)
+    x_base, out_base = unflatten_offsets(outer_idx, outer_sizes, x_outer_strides, out_outer_strides)
     inner_idx = inner_block * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :]
     inner_mask = inner_idx < inner_len
     return x_base + inner_idx * x_inner_stride, out_base + inner_idx * out_inner_stride, inner_mask

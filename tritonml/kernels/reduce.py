@@ -6,7 +6,7 @@ MERGE folds states elementwise, ALONG folds a tile's lanes, FINISH turns a state
 
 The input is viewed (by tritonml/ops/reduce.py) as
 
-    outer dims (up to 6, kept) x inner (one kept dim, tiled) x reduced dims (up to 4, flattened)
+    outer dims (kept) x inner (one kept dim, tiled) x reduced dims (flattened)
 
 and each program owns one "chain": one outer index and BLOCK_INNER consecutive inner positions,
 i.e. BLOCK_INNER outputs. It walks the flattened reduced index ``r`` in [BLOCK_AXIS, BLOCK_INNER]
@@ -35,35 +35,27 @@ from .. import _backend  # noqa: F401
 import triton
 import triton.language as tl
 
-from .indexing import chain_offsets
+from .indexing import chain_offsets, unflatten_offsets
 
 
 @triton.jit
-def _reduced_offsets(r, red_size1, red_size2, red_size3,
-                     x_red_stride0, x_red_stride1, x_red_stride2, x_red_stride3,
-                     red_weight0, red_weight1, red_weight2, red_weight3,
+def _reduced_offsets(r, red_sizes, x_red_strides, red_weights,
                      RED_DIMS: tl.constexpr, NEEDS_INDEX: tl.constexpr):
     """Element offsets and row-major indices of flattened reduced positions ``r`` ([BLOCK_AXIS, 1]).
 
-    Dims are outermost first; ``red_size0`` is implied. With one reduced dim no division is needed
-    (and contiguity stays visible to the compiler, which vectorizes the loads).
+    Dims are outermost first, the last RED_DIMS entries of each tuple in use. With one reduced dim
+    no division is needed (and contiguity stays visible to the compiler, which vectorizes the
+    loads).
     """
+    last: tl.constexpr = len(red_sizes) - 1
     if RED_DIMS == 1:
-        offsets = r * x_red_stride3
-        index = r * red_weight3
+        offsets = r * x_red_strides[last]
+        index = r * red_weights[last]
+    elif NEEDS_INDEX:
+        offsets, index = unflatten_offsets(r, red_sizes, x_red_strides, red_weights)
     else:
-        rest = r
-        i3 = rest % red_size3
-        rest = rest // red_size3
-        i2 = rest % red_size2
-        rest = rest // red_size2
-        i1 = rest % red_size1
-        i0 = rest // red_size1
-        offsets = i0 * x_red_stride0 + i1 * x_red_stride1 + i2 * x_red_stride2 + i3 * x_red_stride3
-        if NEEDS_INDEX:
-            index = i0 * red_weight0 + i1 * red_weight1 + i2 * red_weight2 + i3 * red_weight3
-        else:
-            index = r
+        offsets, _ = unflatten_offsets(r, red_sizes, x_red_strides, x_red_strides)
+        index = r
     return offsets, index
 
 
@@ -71,18 +63,14 @@ def _reduced_offsets(r, red_size1, red_size2, red_size3,
 def reduce_kernel(
     # pointers: input, output, and (WRITE_PARTIAL only) the partial-state workspaces
     x_ptr, out_ptr, state_ptr, aux_ptr,
-    # sizes: reduced elements in all, per split program; kept dims (outer_size0 is implied)
-    red_len, split_len, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
-    # reduced dims, outermost first (red_size0 is implied by red_len)
-    red_size1, red_size2, red_size3,
-    # strides of x, in elements
-    x_inner_stride, x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3,
-    x_outer_stride4, x_outer_stride5, x_red_stride0, x_red_stride1, x_red_stride2, x_red_stride3,
-    # row-major index weight of each reduced dim over the original reduced axes
-    red_weight0, red_weight1, red_weight2, red_weight3,
-    # strides of out, in elements
-    out_inner_stride, out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
-    out_outer_stride4, out_outer_stride5,
+    # sizes: reduced elements in all, per split program
+    red_len, split_len,
+    # layout (tritonml._layout.ReduceLayout.kernel_args): lengths, then strides in elements; the
+    # tuples have one entry per outer / reduced dim, outermost first; red_weights are each reduced
+    # dim's row-major index weight over the original reduced axes
+    inner_len, outer_sizes, red_sizes,
+    x_inner_stride, x_outer_strides, x_red_strides, red_weights,
+    out_inner_stride, out_outer_strides,
     # meta-parameters: the reduction, its state, the layout, the tile
     PREPARE: tl.constexpr, MERGE: tl.constexpr, ALONG: tl.constexpr, FINISH: tl.constexpr,
     STATE_DTYPE: tl.constexpr, IDENTITY: tl.constexpr,
@@ -106,12 +94,8 @@ def reduce_kernel(
     if INDEX_64:
         chain = chain.to(tl.int64)  # workspace slots: chain * splits * BLOCK_INNER may pass int32
     x_offs, out_offs, inner_mask = chain_offsets(  # [1, BLOCK_INNER] each
-        chain, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
-        x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
-        x_outer_stride5,
-        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
-        out_outer_stride4, out_outer_stride5, x_inner_stride, out_inner_stride,
-        INDEX_64, BLOCK_INNER)
+        chain, inner_len, outer_sizes, x_outer_strides, out_outer_strides, x_inner_stride,
+        out_inner_stride, INDEX_64, BLOCK_INNER)
     r_begin = split * split_len
     if INDEX_64:
         r_begin = r_begin.to(tl.int64)
@@ -129,9 +113,8 @@ def reduce_kernel(
             # Explicitly: the interpreter runs this loop with a plain Python int as r_start, so
             # r would otherwise be int32 there whatever r_begin's type.
             r = r.to(tl.int64)
-        red_offs, index = _reduced_offsets(
-            r, red_size1, red_size2, red_size3, x_red_stride0, x_red_stride1, x_red_stride2,
-            x_red_stride3, red_weight0, red_weight1, red_weight2, red_weight3, RED_DIMS, NEEDS_INDEX)
+        red_offs, index = _reduced_offsets(r, red_sizes, x_red_strides, red_weights, RED_DIMS,
+                                           NEEDS_INDEX)
         mask = (r < r_end) & inner_mask                  # [BLOCK_AXIS, BLOCK_INNER]
         # Masked lanes hold the identity, set after conversion (in the state dtype, where every
         # identity is exact). ARGMAX/ARGMIN lanes past the end may then record an index >= red_len,
@@ -167,11 +150,8 @@ def reduce_kernel(
 def reduce_partials_kernel(
     # pointers: the partial states written by reduce_kernel (WRITE_PARTIAL), the output
     state_ptr, aux_ptr, out_ptr,
-    # sizes
-    splits, red_len, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
-    # strides of out, in elements
-    out_inner_stride, out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
-    out_outer_stride4, out_outer_stride5,
+    # sizes, and out's layout (as in reduce_kernel)
+    splits, red_len, inner_len, outer_sizes, out_inner_stride, out_outer_strides,
     # meta-parameters (as reduce_kernel's)
     MERGE: tl.constexpr, ALONG: tl.constexpr, FINISH: tl.constexpr,
     STATE_DTYPE: tl.constexpr, IDENTITY: tl.constexpr,
@@ -184,11 +164,9 @@ def reduce_partials_kernel(
     chain = tl.program_id(0)
     if INDEX_64:
         chain = chain.to(tl.int64)
-    _, out_offs, inner_mask = chain_offsets(  # [1, BLOCK_INNER] each
-        chain, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
-        0, 0, 0, 0, 0, 0,
-        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
-        out_outer_stride4, out_outer_stride5, 0, out_inner_stride, INDEX_64, BLOCK_INNER)
+    _, out_offs, inner_mask = chain_offsets(  # [1, BLOCK_INNER] each; x's offsets are unused
+        chain, inner_len, outer_sizes, out_outer_strides, out_outer_strides, out_inner_stride,
+        out_inner_stride, INDEX_64, BLOCK_INNER)
     lane = tl.arange(0, BLOCK_INNER)
     lane_mask = tl.reshape(inner_mask, [BLOCK_INNER])
 

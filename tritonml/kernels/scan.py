@@ -99,14 +99,11 @@ def _scan_tile(x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride,
 def scan_tiled_kernel(
     # pointers
     x_ptr, out_ptr,
-    # sizes (outer_size0 is implied by the grid)
-    axis_len, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
-    # strides of x, in elements
-    x_axis_stride, x_inner_stride, x_outer_stride0, x_outer_stride1, x_outer_stride2,
-    x_outer_stride3, x_outer_stride4, x_outer_stride5,
-    # strides of out, in elements
-    out_axis_stride, out_inner_stride, out_outer_stride0, out_outer_stride1, out_outer_stride2,
-    out_outer_stride3, out_outer_stride4, out_outer_stride5,
+    # layout (tritonml._layout.AxisLayout.kernel_args): lengths, then each tensor's strides in
+    # elements; the outer tuples have one entry per outer dim, outermost first
+    axis_len, inner_len, outer_sizes,
+    x_axis_stride, x_inner_stride, x_outer_strides,
+    out_axis_stride, out_inner_stride, out_outer_strides,
     # meta-parameters
     COMBINE: tl.constexpr, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
     REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
@@ -119,12 +116,8 @@ def scan_tiled_kernel(
     """
     chain = tl.program_id(0)
     x_offs, out_offs, inner_mask = chain_offsets(
-        chain, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
-        x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
-        x_outer_stride5,
-        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
-        out_outer_stride4, out_outer_stride5, x_inner_stride, out_inner_stride,
-        INDEX_64, BLOCK_INNER)
+        chain, inner_len, outer_sizes, x_outer_strides, out_outer_strides, x_inner_stride,
+        out_inner_stride, INDEX_64, BLOCK_INNER)
     n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)
     carry = tl.full([1, BLOCK_INNER], IDENTITY, ACC_DTYPE)  # tally of the tiles already traversed
     for step in range(0, n_tiles):
@@ -172,14 +165,11 @@ def scan_lookback_kernel(
     # pointers: data, then the zeroed status words ([0] is the ticket counter, [1 + slot] the
     # state of each tile) and the per-tile aggregate and inclusive-prefix vectors
     x_ptr, out_ptr, status_ptr, aggregate_ptr, prefix_ptr,
-    # sizes
-    axis_len, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
-    # strides of x, in elements
-    x_axis_stride, x_inner_stride, x_outer_stride0, x_outer_stride1, x_outer_stride2,
-    x_outer_stride3, x_outer_stride4, x_outer_stride5,
-    # strides of out, in elements
-    out_axis_stride, out_inner_stride, out_outer_stride0, out_outer_stride1, out_outer_stride2,
-    out_outer_stride3, out_outer_stride4, out_outer_stride5,
+    # layout (tritonml._layout.AxisLayout.kernel_args): lengths, then each tensor's strides in
+    # elements; the outer tuples have one entry per outer dim, outermost first
+    axis_len, inner_len, outer_sizes,
+    x_axis_stride, x_inner_stride, x_outer_strides,
+    out_axis_stride, out_inner_stride, out_outer_strides,
     # meta-parameters
     COMBINE: tl.constexpr, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
     REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
@@ -205,12 +195,8 @@ def scan_lookback_kernel(
     else:
         tile = step
     x_offs, out_offs, inner_mask = chain_offsets(
-        chain, inner_len, outer_size1, outer_size2, outer_size3, outer_size4, outer_size5,
-        x_outer_stride0, x_outer_stride1, x_outer_stride2, x_outer_stride3, x_outer_stride4,
-        x_outer_stride5,
-        out_outer_stride0, out_outer_stride1, out_outer_stride2, out_outer_stride3,
-        out_outer_stride4, out_outer_stride5, x_inner_stride, out_inner_stride,
-        INDEX_64, BLOCK_INNER)
+        chain, inner_len, outer_sizes, x_outer_strides, out_outer_strides, x_inner_stride,
+        out_inner_stride, INDEX_64, BLOCK_INNER)
     partial, total, positions, mask = _scan_tile(
         x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride, COMBINE, IDENTITY, ACC_DTYPE,
         REVERSE, EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS, BLOCK_INNER)

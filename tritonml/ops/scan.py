@@ -6,7 +6,7 @@ from typing import Optional
 
 import torch
 
-from .. import _layout, _trace
+from .. import _checks, _layout, _trace
 from .._config import ScanConfig
 from .._dtypes import ACC_DTYPE, ACC_TORCH_DTYPE
 from ..kernels import combine as _combine
@@ -31,14 +31,14 @@ def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse
                     config: Optional[ScanConfig] = None) -> torch.Tensor:
     """Running ``combine`` of ``x`` along ``axis``; see ``tritonml.cumulative_sum``."""
     # --- validate (nothing is launched or written before every check has passed) ---
-    _layout.check_tensor("x", x)
-    axis = _layout.normalize_axis(axis, x.dim())
-    reverse = _layout.check_bool("reverse", reverse)
-    exclusive = _layout.check_bool("exclusive", exclusive)
+    _checks.check_tensor("x", x)
+    axis = _checks.normalize_axis(axis, x.dim())
+    reverse = _checks.check_bool("reverse", reverse)
+    exclusive = _checks.check_bool("exclusive", exclusive)
     if not isinstance(combine, ScanCombine):
         raise TypeError(f"combine: expected a ScanCombine, got {type(combine).__name__}")
     if out is not None:
-        _layout.check_out(out, x, shape=x.shape, dtype=x.dtype, allow_alias_of=x)
+        _checks.check_out(out, x, shape=x.shape, dtype=x.dtype, allow_alias_of=x)
     if config is not None:
         if not isinstance(config, ScanConfig):
             raise TypeError(f"config: expected a ScanConfig, got {type(config).__name__}")
@@ -53,7 +53,7 @@ def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse
     layout = _layout.axis_layout(tuple(x.shape), x.stride(), out.stride(), axis)
     if config is None:
         from tritonml_autotune.heuristics import scan_config
-        acc_bytes = torch.empty((), dtype=ACC_TORCH_DTYPE[x.dtype]).element_size()
+        acc_bytes = ACC_TORCH_DTYPE[x.dtype].itemsize
         config = scan_config(layout, x.device.type, x.device, acc_bytes)
 
     # --- launch ---
@@ -61,21 +61,13 @@ def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse
     return out
 
 
-def _layout_args(layout: _layout.AxisLayout):
-    return (layout.axis_len, layout.inner_len, *layout.outer_sizes[1:],
-            layout.x_axis_stride, layout.x_inner_stride, *layout.x_outer_strides,
-            layout.out_axis_stride, layout.out_inner_stride, *layout.out_outer_strides)
-
-
 def launch_scan(x, out, layout, combine: ScanCombine, *, reverse: bool, exclusive: bool,
                 config: ScanConfig) -> None:
     """Launch the kernel ``config`` names over an already validated, canonical layout."""
-    chains = layout.outer_len * -(-layout.inner_len // config.block_inner)
+    chains = layout.chains(config.block_inner)
     tiles = chains * -(-layout.axis_len // config.block_axis)
-    # Look-back workspace slots (tiles * block_inner) are offsets too.
-    index_64 = (layout.needs_index_64(config.block_axis, config.block_inner)
-                or (config.regime == "lookback"
-                    and (tiles + 1) * config.block_inner > _layout.INT32_LIMIT))
+    workspace_slots = tiles * config.block_inner if config.regime == "lookback" else 0
+    index_64 = layout.needs_index_64(config.block_axis, config.block_inner, workspace_slots)
     meta = dict(COMBINE=combine.fn, IDENTITY=combine.identity, ACC_DTYPE=ACC_DTYPE[x.dtype],
                 REVERSE=reverse, EXCLUSIVE=exclusive,
                 # torch views with the negative bit: the memory holds the negated values.
@@ -88,9 +80,9 @@ def launch_scan(x, out, layout, combine: ScanCombine, *, reverse: bool, exclusiv
         aggregates = torch.empty(tiles * config.block_inner, dtype=acc_torch, device=x.device)
         prefixes = torch.empty(tiles * config.block_inner, dtype=acc_torch, device=x.device)
         _trace.launch(scan_lookback_kernel, (tiles,), x, out, status, aggregates, prefixes,
-                      *_layout_args(layout), PREFIX_EVERY=config.prefix_every, **meta)
+                      *layout.kernel_args(), PREFIX_EVERY=config.prefix_every, **meta)
     else:
-        _trace.launch(scan_tiled_kernel, (chains,), x, out, *_layout_args(layout), **meta)
+        _trace.launch(scan_tiled_kernel, (chains,), x, out, *layout.kernel_args(), **meta)
 
 
 def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = False, exclusive: bool = False,
