@@ -24,16 +24,15 @@ def scan_config(layout, device_type: str, device=None, acc_bytes: int = 8) -> Sc
     ``acc_bytes`` is the size of the accumulator type (``tritonml._dtypes.ACC_DTYPE``)."""
     axis_len, inner_len = max(layout.axis_len, 1), max(layout.inner_len, 1)
     on_gpu = device_type == "cuda"
-    budget = spaces.GPU_SCAN_TILE_BYTES // acc_bytes if on_gpu else spaces.CPU_SCAN_TILE_ELEMENTS
+    space = spaces.GPU_SCAN if on_gpu else spaces.CPU_SCAN
+    budget = space.tile_budget(acc_bytes)
     if layout.axis_is_contiguous:
         regime = "rows"
-        cap = spaces.GPU_ROWS_MAX_BLOCK_AXIS if on_gpu else spaces.CPU_ROWS_MAX_BLOCK_AXIS
-        block_axis = min(next_pow2(axis_len), cap, budget)
+        block_axis = min(next_pow2(axis_len), space.rows_max_block_axis, budget)
         block_inner = min(next_pow2(inner_len), max(1, budget // block_axis))
     else:
         regime = "columns"
-        cap = spaces.GPU_COLUMNS_MAX_BLOCK_INNER if on_gpu else spaces.CPU_COLUMNS_MAX_BLOCK_INNER
-        block_inner = min(next_pow2(inner_len), cap)
+        block_inner = min(next_pow2(inner_len), space.columns_max_block_inner)
         block_axis = min(next_pow2(axis_len), max(1, budget // block_inner))
     if on_gpu:
         chains = layout.outer_len * -(-inner_len // block_inner)
@@ -59,17 +58,15 @@ def reduce_config(layout, device_type: str, device=None) -> ReduceConfig:
     """
     red_len, inner_len = max(layout.red_len, 1), max(layout.inner_len, 1)
     on_gpu = device_type == "cuda"
-    budget = spaces.GPU_REDUCE_TILE_ELEMENTS if on_gpu else spaces.CPU_REDUCE_TILE_ELEMENTS
+    space = spaces.GPU_REDUCE if on_gpu else spaces.CPU_REDUCE
+    budget = space.tile_elements
     if layout.reduction_is_contiguous:
         regime = "rows"
-        cap = spaces.GPU_REDUCE_ROWS_MAX_BLOCK_AXIS if on_gpu else spaces.CPU_REDUCE_ROWS_MAX_BLOCK_AXIS
-        block_axis = min(next_pow2(red_len), cap)
+        block_axis = min(next_pow2(red_len), space.rows_max_block_axis)
         block_inner = min(next_pow2(inner_len), max(1, budget // block_axis))
     else:
         regime = "columns"
-        cap = (spaces.GPU_REDUCE_COLUMNS_MAX_BLOCK_INNER if on_gpu
-               else spaces.CPU_REDUCE_COLUMNS_MAX_BLOCK_INNER)
-        block_inner = min(next_pow2(inner_len), cap)
+        block_inner = min(next_pow2(inner_len), space.columns_max_block_inner)
         block_axis = min(next_pow2(red_len), max(1, budget // block_inner))
     splits = 1
     if on_gpu:

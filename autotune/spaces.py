@@ -1,16 +1,53 @@
-"""The numbers the heuristics use, as data, each with where it came from."""
+"""The numbers the heuristics use, as data, each with where it came from.
 
-# Accumulator bytes per scan tile on a GPU: 1024 elements of a float64/int64 accumulator, 2048 of a
-# float32 one. Read off the compiled code (benchmarks/gpu_compile.py, sm_80/sm_90, 4 warps): 8 KiB
-# tiles take 50-170 registers per thread with no spills; 16 KiB tiles (4096 float32 summed in
-# float64) reached 255 registers with spills in the look-back kernel and took ptxas minutes.
-GPU_SCAN_TILE_BYTES = 8192
-# Widest tile along the contiguous axis ("rows"): 2048 elements is 16 per thread at 4 warps,
-# enough for 128-bit loads with several in flight per thread.
-GPU_ROWS_MAX_BLOCK_AXIS = 2048
-# Widest tile along a strided axis's contiguous inner dim ("columns"): 128 float32 = 512 bytes,
-# four full 128-byte lines per axis step.
-GPU_COLUMNS_MAX_BLOCK_INNER = 128
+The tile limits differ by target: ``GPU_SCAN``/``CPU_SCAN`` and ``GPU_REDUCE``/``CPU_REDUCE`` hold
+them, one instance per target (CPU: Triton's interpreter). The module constants are GPU-only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ScanSpace:
+    """A scan's tile limits on one target. The element budget of a tile is ``tile_bytes`` over the
+    accumulator size where bytes bound it, else ``tile_elements``."""
+    tile_bytes: int | None        # accumulator bytes per tile, or None
+    tile_elements: int | None     # elements per tile whatever the accumulator, or None
+    rows_max_block_axis: int      # widest tile along the contiguous axis ("rows")
+    columns_max_block_inner: int  # widest tile along a strided axis's contiguous inner dim
+
+    def tile_budget(self, acc_bytes: int) -> int:
+        return self.tile_elements if self.tile_bytes is None else self.tile_bytes // acc_bytes
+
+
+@dataclass(frozen=True)
+class ReduceSpace:
+    """A reduction's tile limits on one target."""
+    tile_elements: int            # elements per tile
+    rows_max_block_axis: int      # longest tile along a contiguous reduced axis ("rows")
+    columns_max_block_inner: int  # widest tile along a contiguous kept dim ("columns")
+
+
+GPU_SCAN = ScanSpace(
+    # Accumulator bytes per scan tile on a GPU: 1024 elements of a float64/int64 accumulator, 2048
+    # of a float32 one. Read off the compiled code (benchmarks/gpu_compile.py, sm_80/sm_90,
+    # 4 warps): 8 KiB tiles take 50-170 registers per thread with no spills; 16 KiB tiles (4096
+    # float32 summed in float64) reached 255 registers with spills in the look-back kernel and took
+    # ptxas minutes.
+    tile_bytes=8192, tile_elements=None,
+    # Widest tile along the contiguous axis ("rows"): 2048 elements is 16 per thread at 4 warps,
+    # enough for 128-bit loads with several in flight per thread.
+    rows_max_block_axis=2048,
+    # Widest tile along a strided axis's contiguous inner dim ("columns"): 128 float32 = 512 bytes,
+    # four full 128-byte lines per axis step.
+    columns_max_block_inner=128,
+)
+# Triton's interpreter runs a program's tile ops as numpy calls (fast) and its programs and loop
+# iterations one by one in Python (slow): on the CPU, tiles are as large as memory comfortably allows.
+CPU_SCAN = ScanSpace(tile_bytes=None, tile_elements=1 << 16,
+                     rows_max_block_axis=1 << 14, columns_max_block_inner=1 << 12)
+
 # Independent scans needed to fill a GPU without splitting the axis: two programs per SM on a
 # 132-SM H100. Fewer than this, and a long axis, switch to the look-back regime.
 GPU_MIN_PROGRAMS = 264
@@ -23,25 +60,30 @@ LOOKBACK_MIN_BLOCK_AXIS = 128
 # Warps: 8 for tiles above this many elements, else 4.
 GPU_EIGHT_WARPS_ABOVE = 2048
 
-# Triton's interpreter runs a program's tile ops as numpy calls (fast) and its programs and loop
-# iterations one by one in Python (slow): on the CPU, tiles are as large as memory comfortably allows.
-CPU_SCAN_TILE_ELEMENTS = 1 << 16
-CPU_ROWS_MAX_BLOCK_AXIS = 1 << 14
-CPU_COLUMNS_MAX_BLOCK_INNER = 1 << 12
-
 # ---------------------------------------------------------------------------------------------
 # Reduce
 # ---------------------------------------------------------------------------------------------
-# Elements per reduce tile on a GPU. The running per-lane states are at most 16 bytes an element
-# (ARGMAX: value + index; a float32 SUM accumulates in float64): 4096 elements over 8 warps are 16
-# elements and at most 64 state registers per thread, with four 128-bit float32 loads in flight.
-GPU_REDUCE_TILE_ELEMENTS = 4096
-# Longest tile along a contiguous reduced axis ("rows"): the whole tile, so a long row is read in
-# 16 KiB float32 steps; short rows stack BLOCK_INNER of them per tile instead.
-GPU_REDUCE_ROWS_MAX_BLOCK_AXIS = 4096
-# Widest tile along a contiguous kept dim ("columns"): 256 float32 = 1 KiB, eight full 128-byte
-# lines per reduced step; the remaining 16 rows of the tile give each thread independent loads.
-GPU_REDUCE_COLUMNS_MAX_BLOCK_INNER = 256
+GPU_REDUCE = ReduceSpace(
+    # Elements per reduce tile on a GPU. The running per-lane states are at most 16 bytes an element
+    # (ARGMAX: value + index; a float32 SUM accumulates in float64): 4096 elements over 8 warps are
+    # 16 elements and at most 64 state registers per thread, with four 128-bit float32 loads in
+    # flight.
+    tile_elements=4096,
+    # Longest tile along a contiguous reduced axis ("rows"): the whole tile, so a long row is read
+    # in 16 KiB float32 steps; short rows stack BLOCK_INNER of them per tile instead.
+    rows_max_block_axis=4096,
+    # Widest tile along a contiguous kept dim ("columns"): 256 float32 = 1 KiB, eight full 128-byte
+    # lines per reduced step; the remaining 16 rows of the tile give each thread independent loads.
+    columns_max_block_inner=256,
+)
+# Triton's interpreter (CPU): measured on a 2-core machine with triton 3.9, a tile load costs about
+# 0.2 us an element and each loop iteration about 1.5 ms and each program about 10 ms on top, so
+# tiles of 2**18 elements keep the fixed costs under 5% of a large reduction. The interpreter never
+# gains from "split" (programs run one after another), so the heuristic never picks it on the CPU;
+# tests force it with config=.
+CPU_REDUCE = ReduceSpace(tile_elements=1 << 18, rows_max_block_axis=1 << 18,
+                         columns_max_block_inner=1 << 16)
+
 # "split": taken when the chains (outer x inner blocks) cannot fill the GPU (fewer than
 # 2 programs per SM, GPU_MIN_PROGRAMS without a device to ask). Each split program then folds at
 # least this many reduced positions per output, so the partial states it writes and the second
@@ -51,12 +93,3 @@ REDUCE_SPLIT_MIN_AXIS_PER_PROGRAM = 2048
 # Warps: 8 for tiles of at least this many elements, else 4 (a 1024-element tile is 8 per thread
 # at 4 warps).
 GPU_REDUCE_EIGHT_WARPS_FROM = 4096
-
-# Triton's interpreter (CPU): measured on a 2-core machine with triton 3.9, a tile load costs about
-# 0.2 us an element and each loop iteration about 1.5 ms and each program about 10 ms on top, so
-# tiles of 2**18 elements keep the fixed costs under 5% of a large reduction. The interpreter never
-# gains from "split" (programs run one after another), so the heuristic never picks it on the CPU;
-# tests force it with config=.
-CPU_REDUCE_TILE_ELEMENTS = 1 << 18
-CPU_REDUCE_ROWS_MAX_BLOCK_AXIS = 1 << 18
-CPU_REDUCE_COLUMNS_MAX_BLOCK_INNER = 1 << 16

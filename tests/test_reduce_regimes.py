@@ -168,7 +168,7 @@ def test_gpu_heuristic_picks_regime_and_valid_config(case):
     config = reduce_config(layout, "cuda")
     config.validate()
     assert config.regime == regime, config
-    assert config.block_axis * config.block_inner <= spaces.GPU_REDUCE_TILE_ELEMENTS
+    assert config.block_axis * config.block_inner <= spaces.GPU_REDUCE.tile_elements
 
 
 @pytest.mark.parametrize("case", HEURISTIC_CASES)
@@ -178,7 +178,7 @@ def test_cpu_heuristic_never_splits_and_uses_large_tiles(case):
     config = reduce_config(layout, "cpu")
     config.validate()
     assert config.regime in ("rows", "columns") and config.splits == 1
-    elements = min(layout.red_len * layout.inner_len, spaces.CPU_REDUCE_TILE_ELEMENTS)
+    elements = min(layout.red_len * layout.inner_len, spaces.CPU_REDUCE.tile_elements)
     assert config.block_axis * config.block_inner >= elements // 2
 
 

@@ -14,6 +14,16 @@ def _is_pow2(n) -> bool:
     return isinstance(n, int) and n > 0 and n & (n - 1) == 0
 
 
+def _check_regime_and_tiles(config, name: str, regimes: tuple, pow2_fields: tuple) -> None:
+    """The checks both configs share: a known regime, and the named fields powers of two."""
+    if config.regime not in regimes:
+        raise ValueError(f"{name}.regime: {config.regime!r} is not one of {regimes}")
+    for field in pow2_fields:
+        value = getattr(config, field)
+        if not _is_pow2(value):
+            raise ValueError(f"{name}.{field}: {value!r} must be a power of two")
+
+
 @dataclass(frozen=True)
 class ScanConfig:
     """How a scan runs.
@@ -32,12 +42,8 @@ class ScanConfig:
     prefix_every: int = 1
 
     def validate(self, name: str = "config") -> None:
-        if self.regime not in SCAN_REGIMES:
-            raise ValueError(f"{name}.regime: {self.regime!r} is not one of {SCAN_REGIMES}")
-        for field in ("block_axis", "block_inner", "num_warps", "prefix_every"):
-            value = getattr(self, field)
-            if field != "prefix_every" and not _is_pow2(value):
-                raise ValueError(f"{name}.{field}: {value!r} must be a power of two")
+        _check_regime_and_tiles(self, name, SCAN_REGIMES,
+                                ("block_axis", "block_inner", "num_warps"))
         if not isinstance(self.prefix_every, int) or self.prefix_every < 1:
             raise ValueError(f"{name}.prefix_every: {self.prefix_every!r} must be an int >= 1")
         if self.block_axis * self.block_inner > 1 << 20:
@@ -73,12 +79,8 @@ class ReduceConfig:
     block_split: int = 64
 
     def validate(self, name: str = "config") -> None:
-        if self.regime not in REDUCE_REGIMES:
-            raise ValueError(f"{name}.regime: {self.regime!r} is not one of {REDUCE_REGIMES}")
-        for field in ("block_axis", "block_inner", "num_warps", "block_split"):
-            value = getattr(self, field)
-            if not _is_pow2(value):
-                raise ValueError(f"{name}.{field}: {value!r} must be a power of two")
+        _check_regime_and_tiles(self, name, REDUCE_REGIMES,
+                                ("block_axis", "block_inner", "num_warps", "block_split"))
         if not isinstance(self.splits, int) or isinstance(self.splits, bool) or self.splits < 1:
             raise ValueError(f"{name}.splits: {self.splits!r} must be an int >= 1")
         if self.regime == "split" and not 2 <= self.splits <= MAX_REDUCE_SPLITS:
