@@ -11,9 +11,9 @@ FLOAT_TORCH = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 MANTISSA_BITS = {torch.float16: 11, torch.bfloat16: 8, torch.float32: 24, torch.float64: 53}
 
 # Allowed error in units in the last place of the result type, against the float64 reference
-# rounded to that type. Half types: the bound (1 ulp). float32 sums accumulate in float64
-# and round once (<= 0.5 ulp, 1 allowed); float64 accumulates in float64 (error grows with length,
-# see ``scan_matches``).
+# rounded to that type. Half types: 1 ulp (they accumulate in float32 and round once). float32
+# sums accumulate in float64 and round once (<= 0.5 ulp, 1 allowed); float64 accumulates in float64
+# (error grows with length, see ``scan_matches``).
 ULPS = {torch.float16: 1.0, torch.bfloat16: 1.0, torch.float32: 1.0, torch.float64: 4.0}
 
 
