@@ -9,49 +9,27 @@ already canonical layout and a config: launch).
 """
 from __future__ import annotations
 
-import enum
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
-import numpy
 import torch
 import triton.language as tl
 
-from .. import _backend, _layout, _trace
+from .. import _checks, _trace
 from .._config import ReduceConfig
-from .._dtypes import ACC_DTYPE, TL_DTYPE, dtype_name, is_float
+from .._dtypes import ACC_DTYPE, TL_DTYPE, TORCH_DTYPE, dtype_name, is_float
+from .._layout import ReduceLayout, reduce_layout
+from .._reduce_function import ReduceFunction
 from ..kernels import combine as _combine
 from ..kernels.reduce import reduce_kernel, reduce_partials_kernel
 
-MAX_REDUCED_DIMS = 4
 INDEX_DTYPES = (torch.int32, torch.int64, torch.uint32, torch.uint64)
-_TORCH_OF_TL = {tl.float16: torch.float16, tl.bfloat16: torch.bfloat16, tl.float32: torch.float32,
-                tl.float64: torch.float64, tl.int8: torch.int8, tl.int16: torch.int16,
-                tl.int32: torch.int32, tl.int64: torch.int64, tl.uint8: torch.uint8,
-                tl.uint16: torch.uint16, tl.uint32: torch.uint32, tl.uint64: torch.uint64}
 
 
 # ---------------------------------------------------------------------------------------------
 # Reduce functions
 # ---------------------------------------------------------------------------------------------
-class ReduceFunction(enum.Enum):
-    """DirectML's DML_REDUCE_FUNCTION values."""
-    ARGMAX = "ARGMAX"
-    ARGMIN = "ARGMIN"
-    AVERAGE = "AVERAGE"
-    L1 = "L1"
-    L2 = "L2"
-    LOG_SUM = "LOG_SUM"
-    LOG_SUM_EXP = "LOG_SUM_EXP"
-    MAX = "MAX"
-    MIN = "MIN"
-    MULTIPLY = "MULTIPLY"
-    SUM = "SUM"
-    SUM_SQUARE = "SUM_SQUARE"
-
-
 @dataclass(frozen=True)
 class ReduceCombine:
     """A reduction as the kernels run it: four ``@triton.jit`` functions (see the "Reductions" part
@@ -131,49 +109,14 @@ COMBINES = {
 }
 del _c
 
-_FUNCTION_NAMES = ", ".join(f.name for f in ReduceFunction)
-
 
 def _function(function) -> ReduceFunction:
-    if isinstance(function, ReduceFunction):
-        return function
-    if not isinstance(function, str):
-        raise TypeError(f"function: expected a ReduceFunction or its name, got "
-                        f"{type(function).__name__}; the functions are {_FUNCTION_NAMES}")
-    try:
-        return ReduceFunction[function.strip().upper()]
-    except KeyError:
-        raise ValueError(f"function: {function!r} is not a reduce function; the functions are "
-                         f"{_FUNCTION_NAMES} (any case)") from None
+    return ReduceFunction.parse(function, "function")
 
 
 # ---------------------------------------------------------------------------------------------
 # Validation
 # ---------------------------------------------------------------------------------------------
-def normalize_axes(axes, rank: int) -> tuple:
-    """Sorted, non-negative, distinct axes; None means every axis (a 0-d tensor acts as shape [1])."""
-    effective_rank = max(rank, 1)
-    if axes is None:
-        return tuple(range(effective_rank))
-    if isinstance(axes, Sequence) and not isinstance(axes, (str, bytes)):
-        items = list(axes)
-        if not items:
-            raise ValueError("axes: an empty sequence is ambiguous (numpy reduces no axis, torch and "
-                             "ONNX every axis); pass None to reduce every axis")
-    else:
-        items = [axes]
-    seen = []
-    for item in items:
-        if isinstance(item, bool):
-            raise TypeError(f"axes: expected ints, got {item!r}")
-        axis = _layout.normalize_axis(item, rank, name="axes")
-        if axis in seen:
-            raise ValueError(f"axes: axis {item} is repeated (as axis {axis}) in {tuple(items)}; "
-                             "each axis may be reduced once")
-        seen.append(axis)
-    return tuple(sorted(seen))
-
-
 def _check_index_dtype(index_dtype) -> None:
     if index_dtype not in INDEX_DTYPES:
         names = ", ".join(dtype_name(d) for d in INDEX_DTYPES)
@@ -190,112 +133,6 @@ def _check_index_fits(index_dtype, red_len: int, name: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Canonicalization
-# ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ReduceLayout:
-    """x viewed as outer dims x inner x reduced dims (and out as outer dims x inner).
-
-    Reduced dims (``red_*``, outermost first, padded with 1s to MAX_REDUCED_DIMS) are ordered by
-    x's strides, stride-0 dims outermost, so the last one is where x's memory runs; ``red_weights``
-    are each dim's row-major weight over the reduced axes in their original order (the ARGMAX
-    index). Kept dims: ``inner`` is the one with the smallest nonzero x stride, the others are
-    ``outer`` (padded to MAX_OUTER_DIMS, outermost first). Strides are in elements.
-    """
-    red_len: int
-    red_dims: int
-    red_sizes: tuple
-    x_red_strides: tuple
-    red_weights: tuple
-    inner_len: int
-    x_inner_stride: int
-    out_inner_stride: int
-    outer_sizes: tuple
-    x_outer_strides: tuple
-    out_outer_strides: tuple
-    index_64: bool
-
-    @property
-    def outer_len(self) -> int:
-        return math.prod(self.outer_sizes)
-
-    @property
-    def reduction_is_contiguous(self) -> bool:
-        """The "rows" case: x's memory runs along the reduced positions, not along the inner dim."""
-        red_stride = self.x_red_strides[-1]
-        return (self.inner_len == 1 or self.x_inner_stride == 0
-                or (red_stride != 0 and red_stride < self.x_inner_stride))
-
-    def chains(self, block_inner: int) -> int:
-        return self.outer_len * -(-self.inner_len // block_inner)
-
-
-def _sort_and_merge(dims, key, mergeable):
-    """Order dims outermost first by ``key`` (descending) and merge neighbours ``mergeable`` says
-    are one dim; each dim is (size, *strides) and a merged dim keeps the inner one's strides."""
-    merged = []
-    for dim in sorted(dims, key=key, reverse=True):
-        if merged and mergeable(merged[-1], dim):
-            outer = merged[-1]
-            merged[-1] = (outer[0] * dim[0],) + tuple(dim[1:])
-        else:
-            merged.append(dim)
-    return merged
-
-
-def reduce_layout(shape, x_strides, out_strides, axes, keep_index_order: bool):
-    """Canonical view of a reduction of ``axes`` (sorted, distinct) of a tensor of ``shape``.
-
-    ``out_strides`` holds, for every input dim, out's stride there (reduced dims: ignored).
-    ``keep_index_order``: ARGMAX/ARGMIN; reduced dims merge only where the merged index stays
-    row-major in the original axis order. Returns None when the reduced dims do not fit in
-    MAX_REDUCED_DIMS (the caller copies x to a contiguous layout, where they always do).
-    """
-    red_len = math.prod(shape[a] for a in axes)
-    weights, weight = {}, 1
-    for a in reversed(axes):
-        weights[a] = weight
-        weight *= shape[a]
-
-    reduced = [(shape[a], x_strides[a], weights[a]) for a in axes if shape[a] != 1]
-
-    def red_mergeable(outer, inner):
-        return (outer[1] == inner[0] * inner[1]
-                and (not keep_index_order or outer[2] == inner[0] * inner[2]))
-
-    reduced = _sort_and_merge(reduced, key=lambda d: (d[1] == 0, d[1], d[2]), mergeable=red_mergeable)
-    if red_len == 0:
-        reduced = [(0, 0, 1)]
-    elif not reduced:
-        reduced = [(1, 0, 1)]
-    if len(reduced) > MAX_REDUCED_DIMS:
-        return None
-    red_dims = len(reduced)
-    reduced = [(1, 0, 0)] * (MAX_REDUCED_DIMS - red_dims) + reduced
-
-    kept = [(shape[i], x_strides[i], out_strides[i]) for i in range(len(shape))
-            if i not in axes and shape[i] != 1]
-    kept = _sort_and_merge(kept, key=lambda d: (d[1] == 0, d[1], d[2]),
-                           mergeable=lambda o, i: o[1] == i[0] * i[1] and o[2] == i[0] * i[2])
-    inner = kept[-1] if kept else (1, 0, 0)
-    outer = kept[:-1]
-    if len(outer) > _layout.MAX_OUTER_DIMS:  # cannot happen for rank <= 8 with an axis reduced
-        raise ValueError(f"too many non-mergeable kept dimensions ({len(outer)})")
-    outer = [(1, 0, 0)] * (_layout.MAX_OUTER_DIMS - len(outer)) + outer
-
-    kept_shape = [d[0] for d in kept]
-    index_64 = (_layout.needs_64bit([(shape, x_strides),
-                                     (kept_shape, [d[2] for d in kept])])
-                or red_len + (1 << 16) > _layout.INT32_LIMIT)
-    return ReduceLayout(
-        red_len=red_len, red_dims=red_dims, red_sizes=tuple(d[0] for d in reduced),
-        x_red_strides=tuple(d[1] for d in reduced), red_weights=tuple(d[2] for d in reduced),
-        inner_len=inner[0], x_inner_stride=inner[1], out_inner_stride=inner[2],
-        outer_sizes=tuple(d[0] for d in outer), x_outer_strides=tuple(d[1] for d in outer),
-        out_outer_strides=tuple(d[2] for d in outer), index_64=index_64)
-
-
-# ---------------------------------------------------------------------------------------------
 # Launch
 # ---------------------------------------------------------------------------------------------
 def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool = True,
@@ -304,15 +141,15 @@ def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool
     """Reduce ``axes`` of ``x`` with ``combine``; see ``tritonml.reduce``. ``config`` overrides
     the heuristic's choice of regime and tile (``tritonml_autotune.heuristics.reduce_config``)."""
     # --- validate (nothing is launched or written before every check has passed) ---
-    _layout.check_tensor("x", x)
+    _checks.check_tensor("x", x)
     if not isinstance(combine, ReduceCombine):
         raise TypeError(f"combine: expected a ReduceCombine, got {type(combine).__name__}")
     if combine.float_only and not is_float(x.dtype):
         raise TypeError(f"function: {combine.name} is defined for floating-point x only (float16, "
                         f"bfloat16, float32, float64; DirectML allows floats only), but x has dtype "
                         f"{dtype_name(x.dtype)}; convert x to a floating-point dtype first")
-    axes = normalize_axes(axes, x.dim())
-    keepdims = _layout.check_bool("keepdims", keepdims)
+    axes = _checks.normalize_axes(axes, x.dim())
+    keepdims = _checks.check_bool("keepdims", keepdims)
     _check_index_dtype(index_dtype)
     shape = tuple(x.shape) if x.dim() else (1,)
     x_strides = tuple(x.stride()) if x.dim() else (1,)
@@ -324,7 +161,7 @@ def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool
         result_shape = tuple(s for i, s in enumerate(shape) if i not in axes)
     result_dtype = index_dtype if combine.returns_index else x.dtype
     if out is not None:
-        _layout.check_out(out, x, shape=result_shape, dtype=result_dtype)
+        _checks.check_out(out, x, shape=result_shape, dtype=result_dtype)
     if config is not None:
         if not isinstance(config, ReduceConfig):
             raise TypeError(f"config: expected a ReduceConfig, got {type(config).__name__}")
@@ -365,16 +202,6 @@ def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool
 def launch_reduce(x, out, layout: ReduceLayout, combine: ReduceCombine, config: ReduceConfig) -> None:
     """Launch the kernels ``config`` names over an already validated, canonical layout: one launch,
     or two for "split" (partial states to a workspace, then one fold per chain)."""
-    if _backend.INTERPRET:
-        # The interpreter computes with numpy, which warns on IEEE results the functions define
-        # (log 0 = -inf, 0 / 0 = NaN for an empty AVERAGE, exp overflow); a GPU does not warn.
-        with numpy.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-            _launch(x, out, layout, combine, config)
-    else:
-        _launch(x, out, layout, combine, config)
-
-
-def _launch(x, out, layout: ReduceLayout, combine: ReduceCombine, config: ReduceConfig) -> None:
     chains = layout.chains(config.block_inner)
     splits = config.splits
     if splits == 1:
@@ -384,33 +211,31 @@ def _launch(x, out, layout: ReduceLayout, combine: ReduceCombine, config: Reduce
         split_len = max(1, -(-split_len // config.block_axis)) * config.block_axis
     # Reduced positions a program may form (past the end, by the last tile) and workspace slots.
     reach = max(splits * split_len, layout.red_len) + config.block_axis
-    index_64 = (layout.index_64 or reach > _layout.INT32_LIMIT
-                or chains * splits * config.block_inner > _layout.INT32_LIMIT)
+    slots = chains * splits * config.block_inner if splits > 1 else 0
+    index_64 = layout.needs_index_64(config.block_inner, reach, slots)
     state = combine.state(x.dtype, index_64)
     functions = dict(MERGE=combine.merge, ALONG=combine.along, FINISH=combine.finish)
     meta = dict(PREPARE=combine.prepare, **functions, **state,
                 NEEDS_INDEX=combine.returns_index, RED_DIMS=layout.red_dims, INDEX_64=index_64,
+                # torch views with the negative bit: the memory holds the negated values.
+                NEGATE_X=x.is_neg(),
                 BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
                 num_warps=config.num_warps)
-    sizes = (layout.red_len, split_len, layout.inner_len, *layout.outer_sizes[1:],
-             *layout.red_sizes[1:])
-    strides = (layout.x_inner_stride, *layout.x_outer_strides, *layout.x_red_strides,
-               *layout.red_weights, layout.out_inner_stride, *layout.out_outer_strides)
+    args = (layout.red_len, split_len, *layout.kernel_args())
     if splits == 1:
-        _trace.launch(reduce_kernel, (chains, 1), x, out, out, out, *sizes, *strides,
-                      WRITE_PARTIAL=False, **meta)
+        _trace.launch(reduce_kernel, (chains, 1), x, out, out, out, *args,
+                      WRITE_PARTIAL=False, NEGATE_OUT=out.is_neg(), **meta)
         return
-    slots = chains * splits * config.block_inner
-    values = torch.empty(slots, dtype=_TORCH_OF_TL[state["STATE_DTYPE"]], device=x.device)
-    aux = (torch.empty(slots, dtype=_TORCH_OF_TL[state["AUX_DTYPE"]], device=x.device)
+    values = torch.empty(slots, dtype=TORCH_DTYPE[state["STATE_DTYPE"]], device=x.device)
+    aux = (torch.empty(slots, dtype=TORCH_DTYPE[state["AUX_DTYPE"]], device=x.device)
            if state["HAS_AUX"] else values)
-    _trace.launch(reduce_kernel, (chains, splits), x, out, values, aux, *sizes, *strides,
-                  WRITE_PARTIAL=True, **meta)
+    _trace.launch(reduce_kernel, (chains, splits), x, out, values, aux, *args,
+                  WRITE_PARTIAL=True, NEGATE_OUT=False, **meta)
     _trace.launch(reduce_partials_kernel, (chains,), values, aux, out, splits, layout.red_len,
-                  layout.inner_len, *layout.outer_sizes[1:], layout.out_inner_stride,
-                  *layout.out_outer_strides, **functions, **state, INDEX_64=index_64,
-                  BLOCK_SPLIT=config.block_split, BLOCK_INNER=config.block_inner,
-                  num_warps=config.num_warps)
+                  layout.inner_len, layout.outer_sizes, layout.out_inner_stride,
+                  layout.out_outer_strides, **functions, **state, NEGATE_OUT=out.is_neg(),
+                  INDEX_64=index_64, BLOCK_SPLIT=config.block_split,
+                  BLOCK_INNER=config.block_inner, num_warps=config.num_warps)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,6 +253,5 @@ def reduce(x: torch.Tensor, function, axes=None, *, keepdims: bool = True,
     out: a tensor of the result's shape, dtype (x's, or index_dtype) and device to write into.
     Returns the result. See docs/reduce.md for types, empty axes and NaN rules.
     """
-    _layout.check_tensor("x", x)
     combine = COMBINES[_function(function)]
     return reduce_axes(x, axes, combine, keepdims=keepdims, index_dtype=index_dtype, out=out)
