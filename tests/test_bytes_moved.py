@@ -33,7 +33,7 @@ from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes  # noqa: E
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET,
                                 reason="bytes are counted in Triton's interpreter")
 
-# issue 3: bytes moved <= 1.05 x (input + output bytes); the look-back's workspace must fit in it.
+# The bound: bytes moved <= 1.05 x (input + output bytes); the look-back's workspace must fit in it.
 BYTES_BOUND = 1.05
 
 

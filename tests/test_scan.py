@@ -88,7 +88,7 @@ def test_documented_example(example):
 
 
 def test_reverse_exclusive_sum_on_three_elements():
-    # The issue's own statement: exclusive + reverse on [a, b, c] gives [b + c, c, 0].
+    # The definition: exclusive + reverse on [a, b, c] gives [b + c, c, 0].
     x = torch.tensor([1.0, 10.0, 100.0])
     assert tritonml.cumulative_sum(x, 0, reverse=True, exclusive=True).tolist() == [110.0, 100.0, 0.0]
     assert tritonml.cumulative_product(x, 0, reverse=True, exclusive=True).tolist() == [1000.0, 100.0, 1.0]

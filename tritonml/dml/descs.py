@@ -302,6 +302,8 @@ class CumulativeSummationOperatorDesc(_OperatorDescBase):
         return self.has_exclusive_sum
 
 
+# Mirrors CumulativeSummationOperatorDesc on purpose: DirectML has two structs whose last field's
+# name differs (HasExclusiveSum / HasExclusiveProduct), and users type those names.
 @dataclass(frozen=True)
 class CumulativeProductOperatorDesc(_OperatorDescBase):
     """DML_CUMULATIVE_PRODUCT_OPERATOR_DESC: running product of input_tensor along ``axis``."""

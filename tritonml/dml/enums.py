@@ -34,9 +34,9 @@ class _DmlEnum(enum.IntEnum):
     """Parsing by name: the short name (``FLOAT32``), the directml.h name
     (``DML_TENSOR_DATA_TYPE_FLOAT32``), any case."""
 
-    @classmethod
-    def _prefix(cls) -> str:
-        return ""
+    def __init_subclass__(cls, prefix: str = "", **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._dml_prefix = prefix  # directml.h's prefix of every member name
 
     @classmethod
     def parse(cls, value, path: str = ""):
@@ -47,7 +47,7 @@ class _DmlEnum(enum.IntEnum):
         if not isinstance(value, str):
             raise DescriptorError.at(path, _wrong_type(cls, value))
         key = value.strip().upper()
-        prefix = cls._prefix()
+        prefix = cls._dml_prefix
         if prefix and key.startswith(prefix):
             key = key[len(prefix):]
         member = cls.__members__.get(key)
@@ -75,7 +75,7 @@ def parse_reduce_function(value, path: str = "function") -> ReduceFunction:
         raise DescriptorError.at(path, _unknown_name(ReduceFunction, name)) from None
 
 
-class DataType(_DmlEnum):
+class DataType(_DmlEnum, prefix="DML_TENSOR_DATA_TYPE_"):
     """DML_TENSOR_DATA_TYPE. BFLOAT16 is tritonml's extension (DirectML has none): its value is
     outside directml.h's range, and only ``feature_level=None`` accepts it."""
     FLOAT32 = 1
@@ -90,10 +90,6 @@ class DataType(_DmlEnum):
     UINT64 = 10
     INT64 = 11
     BFLOAT16 = 0x10001
-
-    @classmethod
-    def _prefix(cls) -> str:
-        return "DML_TENSOR_DATA_TYPE_"
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -125,25 +121,17 @@ _TORCH_DTYPE = {
 }
 
 
-class AxisDirection(_DmlEnum):
+class AxisDirection(_DmlEnum, prefix="DML_AXIS_DIRECTION_"):
     """DML_AXIS_DIRECTION: INCREASING scans from index 0, DECREASING from the end."""
     INCREASING = 0
     DECREASING = 1
 
-    @classmethod
-    def _prefix(cls) -> str:
-        return "DML_AXIS_DIRECTION_"
 
-
-class TensorFlags(_DmlEnum):
+class TensorFlags(_DmlEnum, prefix="DML_TENSOR_FLAG_"):
     """DML_TENSOR_FLAGS. OWNED_BY_DML (inputs only) tells DirectML the data is bound once at
     initialization; tritonml has no initialization step, so it is accepted and has no effect."""
     NONE = 0
     OWNED_BY_DML = 1
-
-    @classmethod
-    def _prefix(cls) -> str:
-        return "DML_TENSOR_FLAG_"
 
 
 class FeatureLevel(_DmlEnum):

@@ -219,6 +219,8 @@ def argmax_along(v, a):
     return tl.reshape(value, [v.shape[1]]), _first_index_of(candidates, a)
 
 
+# A deliberate mirror of ``argmax_along``: folding into one function would need a constexpr
+# direction flag threaded through every reduce kernel for two lines that differ (max/min, -inf/inf).
 @triton.jit
 def argmin_along(v, a):
     """(value, index) with the rule of ``argmin_values``."""

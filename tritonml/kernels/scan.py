@@ -160,6 +160,8 @@ def _wait_for_state(status_ptr, slot):
     return state
 
 
+# Its layout and meta-parameters mirror scan_tiled_kernel's on purpose: the launcher passes both
+# the same ``AxisLayout.kernel_args()`` and meta dict, and a kernel's parameter list cannot be shared.
 @triton.jit
 def scan_lookback_kernel(
     # pointers: data, then the zeroed status words ([0] is the ticket counter, [1 + slot] the
