@@ -33,6 +33,7 @@ import torch
 
 import tritonml  # noqa: F401  (first: chooses interpreted Triton before triton is imported)
 from tritonml import _trace, _triton_compat
+from tritonml._checks import byte_span
 
 import triton
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -259,13 +260,6 @@ class _TorchWorkCounter(TorchDispatchMode):
         return result
 
 
-def _span(t: torch.Tensor) -> tuple:
-    if t.numel() == 0:
-        return (t.data_ptr(), t.data_ptr())
-    last = sum((s - 1) * st for s, st in zip(t.shape, t.stride()) if s > 0)
-    return (t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size())
-
-
 @contextlib.contextmanager
 def trace_memory(regions: Optional[Dict[str, torch.Tensor]] = None, track_distinct: bool = True):
     """Count the memory traffic of everything run inside the block (CPU tensors, interpreter).
@@ -277,7 +271,7 @@ def trace_memory(regions: Optional[Dict[str, torch.Tensor]] = None, track_distin
     if not triton.knobs.runtime.interpret:
         raise RuntimeError("benchmarks.memtrace counts bytes in Triton's interpreter; this process "
                            "runs compiled Triton (unset TRITON_INTERPRET or set it to 1)")
-    spans = {name: _span(t) for name, t in (regions or {}).items()}
+    spans = {name: byte_span(t) for name, t in (regions or {}).items()}
     trace = MemTrace(spans, track_distinct)
     with contextlib.ExitStack() as stack:
         recorder = stack.enter_context(_trace.record())

@@ -11,6 +11,7 @@ import torch
 
 from . import _backend
 from ._dtypes import check_dtype
+from ._layout import last_offset
 
 MAX_RANK = 8
 
@@ -114,8 +115,7 @@ def byte_span(t: torch.Tensor) -> tuple[int, int]:
     start = t.data_ptr()
     if t.numel() == 0:
         return start, start
-    last = sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
-    return start, start + (last + 1) * t.element_size()
+    return start, start + (last_offset(t.shape, t.stride()) + 1) * t.element_size()
 
 
 def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
