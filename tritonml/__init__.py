@@ -5,8 +5,9 @@ CUDA tensors run compiled Triton; CPU tensors run the same kernels through Trito
 """
 from . import _backend  # first: chooses compiled or interpreted Triton before triton is imported
 
-from .ops.reduce import ReduceFunction, reduce
-from .ops.scan import cumulative_product, cumulative_sum
+from ._reduce_function import ReduceFunction
+from .library.reduce import reduce
+from .library.scan import cumulative_product, cumulative_sum
 
 __version__ = "0.1.0"
 INTERPRET = _backend.INTERPRET

@@ -143,6 +143,15 @@ def has_internal_overlap(t: torch.Tensor) -> bool:
     return False
 
 
+def check_out_grad(out: torch.Tensor, x: torch.Tensor, name: str = "out") -> None:
+    """torch's rule for every out= function: writing into a tensor cannot be differentiated."""
+    if torch.is_grad_enabled() and (out.requires_grad or x.requires_grad):
+        which = name if out.requires_grad else "x"
+        raise RuntimeError(f"{name}: functions with out=... arguments don't support automatic "
+                           f"differentiation, but {which} requires grad; call without {name}=, "
+                           "or under torch.no_grad()")
+
+
 def check_out(out, x: torch.Tensor, *, shape, dtype, name: str = "out", allow_alias_of=None) -> None:
     """``out`` must match ``shape``/``dtype``/device and must not partly overlap the inputs.
 
@@ -151,12 +160,7 @@ def check_out(out, x: torch.Tensor, *, shape, dtype, name: str = "out", allow_al
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor or None, got {_type_name(out)}")
     check_readable(name, out)
-    if torch.is_grad_enabled() and (out.requires_grad or x.requires_grad):
-        # torch's rule for every out= function: writing into a tensor cannot be differentiated.
-        which = name if out.requires_grad else "x"
-        raise RuntimeError(f"{name}: functions with out=... arguments don't support automatic "
-                           f"differentiation, but {which} requires grad; call without {name}=, "
-                           "or under torch.no_grad()")
+    check_out_grad(out, x, name)
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"{name}: shape {tuple(out.shape)} does not match the result shape {tuple(shape)}")
     if out.dtype != dtype:

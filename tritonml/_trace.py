@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass, field
 
 import numpy
+import torch
 
 from . import _backend
 
@@ -73,4 +74,6 @@ def launch(kernel, grid, *args, **meta) -> None:
         with _INTERPRETER_LOCK, numpy.errstate(all="ignore"):
             kernel[tuple(grid)](*args, **meta)
     else:
-        kernel[tuple(grid)](*args, **meta)
+        # Inside a triton_op traced by torch.compile or export, wrap_triton records the launch
+        # into the graph; otherwise it returns the kernel itself.
+        torch.library.wrap_triton(kernel)[tuple(grid)](*args, **meta)

@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 
 from .. import _backend, _checks
-from ..ops.reduce import reduce as reduce_op
+from ..ops.reduce import COMBINES, reduce_axes
 from ..ops.scan import PRODUCT, SUM, cumulative_scan
 from .descs import SCAN_DESCS, CumulativeSummationOperatorDesc, OperatorDesc, ReduceOperatorDesc, TensorDesc
 from .enums import DEFAULT_FEATURE_LEVEL, AxisDirection, FeatureLevel, LevelArg, ReduceFunction, parse_level
@@ -133,7 +133,7 @@ class CompiledOperator:
             kwargs = {}
             if desc.function in (ReduceFunction.ARGMAX, ReduceFunction.ARGMIN):
                 kwargs["index_dtype"] = desc.output_tensor.data_type.torch_dtype
-            reduce_op(x, desc.function.name, list(desc.axes), keepdims=True, out=out, **kwargs)
+            reduce_axes(x, list(desc.axes), COMBINES[desc.function], keepdims=True, out=out, **kwargs)
         else:
             combine = SUM if isinstance(desc, CumulativeSummationOperatorDesc) else PRODUCT
             cumulative_scan(x, desc.axis, combine,

@@ -1,11 +1,11 @@
 """Launchers: validate -> canonicalize (outer, axis, inner) -> choose a config -> launch.
 
-Each launcher is a plain function of tensors returning a tensor, so it can be registered as a
-torch custom op as it is; each takes ``config=`` so a tuned config can be passed in, and scans
-and reductions take the combine function as a parameter (``ScanCombine``, ``ReduceCombine``).
+Each launcher is a plain function of tensors; tritonml/library registers them as torch ops. Each
+takes ``config=`` so a tuned config can be passed in, and scans and reductions take the combine
+function as a parameter (``ScanCombine``, ``ReduceCombine``).
 """
-from .reduce import ReduceCombine, ReduceFunction, launch_reduce, reduce, reduce_axes
-from .scan import PRODUCT, SUM, ScanCombine, cumulative_product, cumulative_scan, cumulative_sum
+from .reduce import COMBINES, ReduceCombine, launch_reduce, reduce_axes
+from .scan import PRODUCT, SUM, ScanCombine, cumulative_scan, launch_scan
 
-__all__ = ["ReduceCombine", "ReduceFunction", "reduce", "reduce_axes", "launch_reduce",
-           "ScanCombine", "SUM", "PRODUCT", "cumulative_scan", "cumulative_sum", "cumulative_product"]
+__all__ = ["ReduceCombine", "COMBINES", "reduce_axes", "launch_reduce",
+           "ScanCombine", "SUM", "PRODUCT", "cumulative_scan", "launch_scan"]

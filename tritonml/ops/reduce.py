@@ -3,9 +3,9 @@ one or more axes. See docs/reduce.md for every rule (types, empty axes, NaN, ind
 design; the kernels are in tritonml/kernels/reduce.py, the combine functions in
 tritonml/kernels/combine.py.
 
-Layering: ``reduce`` (public: a function name) -> ``reduce_axes`` (a ``ReduceCombine`` and an
-optional ``ReduceConfig``: validate -> canonicalize -> choose a config) -> ``launch_reduce`` (an
-already canonical layout and a config: launch).
+Layering: ``tritonml.reduce`` (the torch op, tritonml/library/reduce.py) -> ``reduce_axes`` (a
+``ReduceCombine`` and an optional ``ReduceConfig``: validate -> canonicalize -> choose a config)
+-> ``launch_reduce`` (an already canonical layout and a config: launch).
 """
 from __future__ import annotations
 
@@ -110,14 +110,10 @@ COMBINES = {
 del _c
 
 
-def _function(function) -> ReduceFunction:
-    return ReduceFunction.parse(function, "function")
-
-
 # ---------------------------------------------------------------------------------------------
 # Validation
 # ---------------------------------------------------------------------------------------------
-def _check_index_dtype(index_dtype) -> None:
+def check_index_dtype(index_dtype) -> None:
     if index_dtype not in INDEX_DTYPES:
         names = ", ".join(dtype_name(d) for d in INDEX_DTYPES)
         raise TypeError(f"index_dtype: {index_dtype!r} is not an index type; use one of {names}")
@@ -150,7 +146,7 @@ def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool
                         f"{dtype_name(x.dtype)}; convert x to a floating-point dtype first")
     axes = _checks.normalize_axes(axes, x.dim())
     keepdims = _checks.check_bool("keepdims", keepdims)
-    _check_index_dtype(index_dtype)
+    check_index_dtype(index_dtype)
     shape = tuple(x.shape) if x.dim() else (1,)
     x_strides = tuple(x.stride()) if x.dim() else (1,)
     if x.dim() == 0:
@@ -236,22 +232,3 @@ def launch_reduce(x, out, layout: ReduceLayout, combine: ReduceCombine, config: 
                   layout.out_outer_strides, **functions, **state, NEGATE_OUT=out.is_neg(),
                   INDEX_64=index_64, BLOCK_SPLIT=config.block_split,
                   BLOCK_INNER=config.block_inner, num_warps=config.num_warps)
-
-
-# ---------------------------------------------------------------------------------------------
-# Public function
-# ---------------------------------------------------------------------------------------------
-def reduce(x: torch.Tensor, function, axes=None, *, keepdims: bool = True,
-           index_dtype: torch.dtype = torch.int64, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Reduce ``axes`` of ``x`` with ``function`` (DML_REDUCE_OPERATOR_DESC).
-
-    function: a ``ReduceFunction`` or its name in any case ("sum", "LOG_SUM_EXP").
-    axes: an int, a sequence of distinct ints (negative count from the end), or None for all axes.
-    keepdims: True keeps the rank with reduced axes of size 1 (DirectML's output); False drops them.
-    index_dtype: ARGMAX/ARGMIN output dtype: torch.int32, int64, uint32 or uint64. The index is
-        row-major over the reduced axes only; ties give the first occurrence, NaN the first NaN.
-    out: a tensor of the result's shape, dtype (x's, or index_dtype) and device to write into.
-    Returns the result. See docs/reduce.md for types, empty axes and NaN rules.
-    """
-    combine = COMBINES[_function(function)]
-    return reduce_axes(x, axes, combine, keepdims=keepdims, index_dtype=index_dtype, out=out)

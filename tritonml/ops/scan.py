@@ -83,25 +83,3 @@ def launch_scan(x, out, layout, combine: ScanCombine, *, reverse: bool, exclusiv
                       *layout.kernel_args(), PREFIX_EVERY=config.prefix_every, **meta)
     else:
         _trace.launch(scan_tiled_kernel, (chains,), x, out, *layout.kernel_args(), **meta)
-
-
-def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = False, exclusive: bool = False,
-                   out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Running sum of ``x`` along ``axis`` (DML_CUMULATIVE_SUMMATION_OPERATOR_DESC).
-
-    reverse: DML_AXIS_DIRECTION_DECREASING (sum from the end of the axis).
-    exclusive: HasExclusiveSum (each output excludes its own element; the first written is 0).
-    out: a tensor of x's shape, dtype and device to write into; may be ``x`` itself (in place).
-    Returns a tensor of x's shape and dtype. See docs/semantics.md for dtypes and edge cases.
-    """
-    return cumulative_scan(x, axis, SUM, reverse=reverse, exclusive=exclusive, out=out)
-
-
-def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = False,
-                       exclusive: bool = False, out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Running product of ``x`` along ``axis`` (DML_CUMULATIVE_PRODUCT_OPERATOR_DESC).
-
-    reverse: DML_AXIS_DIRECTION_DECREASING. exclusive: HasExclusiveProduct (the first written is
-    1). out: as for ``cumulative_sum``.
-    """
-    return cumulative_scan(x, axis, PRODUCT, reverse=reverse, exclusive=exclusive, out=out)
