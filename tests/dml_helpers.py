@@ -14,6 +14,7 @@ import torch
 
 import tritonml
 from tritonml.dml import CumulativeProductOperatorDesc, CumulativeSummationOperatorDesc, TensorDesc
+from benchmarks.tolerances import TOLERANCES
 from scan_oracle import scan_reference
 
 DEVICE = "cpu" if tritonml.INTERPRET else "cuda"
@@ -169,7 +170,6 @@ def reduce_oracle(x: np.ndarray, function: str, axes, in_name: str, out_name: st
 
 
 EXACT_FUNCTIONS = {"SUM", "MULTIPLY", "MIN", "MAX", "SUM_SQUARE", "L1", "ARGMAX", "ARGMIN"}
-RTOL = {"FLOAT16": 2e-3, "BFLOAT16": 1.6e-2, "FLOAT32": 2e-6, "FLOAT64": 1e-12}
 
 
 def assert_matches(got: np.ndarray, want: np.ndarray, name: str, exact: bool = True) -> None:
@@ -177,8 +177,9 @@ def assert_matches(got: np.ndarray, want: np.ndarray, name: str, exact: bool = T
     if exact or not is_float(name):
         np.testing.assert_array_equal(got, want)
     else:
-        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=RTOL[name],
-                                   atol=RTOL[name], equal_nan=True)
+        tolerance = TOLERANCES[TORCH_DTYPE[name]]
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                   rtol=tolerance.rtol, atol=tolerance.atol, equal_nan=True)
 
 
 RNG = np.random.default_rng(4)

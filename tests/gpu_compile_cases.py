@@ -3,14 +3,12 @@
 Used by tests/test_gpu_compile.py: for every regime x dtype x direction x exclusive, the config
 the CUDA heuristics pick for a large shape of that regime, recorded without running
 (``tritonml._trace.record(execute=False)``). Tests that compile launches of their own import
-``compile_in_subprocess``/``describe`` from here, which puts the repository root (home of
-``benchmarks/gpu_compile.py``) on ``sys.path`` however pytest was started.
+``compile_in_subprocess``/``describe`` from here (``benchmarks/gpu_compile.py``; tests/conftest.py
+puts the repository root on ``sys.path``).
 """
 from __future__ import annotations
 
 import itertools
-import pathlib
-import sys
 
 import torch
 
@@ -18,10 +16,7 @@ from tritonml import _layout, _trace
 from tritonml._dtypes import ACC_TORCH_DTYPE, SUPPORTED_DTYPES
 from tritonml.ops.scan import SUM, cumulative_scan
 from tritonml_autotune.heuristics import scan_config
-
-# benchmarks/ is a folder of the repository, not an installed package.
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks.gpu_compile import compile_in_subprocess, describe  # noqa: E402,F401
+from benchmarks.gpu_compile import compile_in_subprocess, describe  # noqa: F401
 
 # (regime, shape, axis): large shapes for which the CUDA heuristics pick that regime.
 SCAN_REGIME_SHAPES = {

@@ -1,4 +1,5 @@
-"""Shared by the reduce tests: a numpy oracle, input makers, layouts, tolerances, and the kernel
+"""Shared by the reduce tests: a numpy oracle, input makers, layouts, the comparison (within
+``rtol``/``atol`` of the one accuracy table, ``benchmarks.tolerances.TOLERANCES``), and the kernel
 specializations the reduce launcher can choose on a GPU (as recorded launches).
 
 The oracle never calls tritonml: floats are computed in float64 from x converted exactly, integers
@@ -12,6 +13,7 @@ import math
 import numpy as np
 import torch
 
+from benchmarks.tolerances import TOLERANCES
 from tritonml._dtypes import FLOAT_DTYPES, INT_DTYPES, UNSIGNED_DTYPES
 
 FUNCTIONS = ("ARGMAX", "ARGMIN", "AVERAGE", "L1", "L2", "LOG_SUM", "LOG_SUM_EXP", "MAX", "MIN",
@@ -20,15 +22,6 @@ FLOAT_ONLY = ("AVERAGE", "L2", "LOG_SUM", "LOG_SUM_EXP")
 INDEX_FUNCTIONS = ("ARGMAX", "ARGMIN")
 ALL_DTYPES = FLOAT_DTYPES + INT_DTYPES
 LAYOUTS = ("contiguous", "transposed", "stepped", "expanded")
-
-# (rtol, atol) per floating output dtype: results are accumulated in a wider type and rounded once,
-# so they sit within an ulp or two of the float64 oracle rounded to the output dtype.
-TOLERANCES = {
-    torch.float16: (2e-3, 2e-3),
-    torch.bfloat16: (1.6e-2, 1.6e-2),
-    torch.float32: (1e-5, 1e-5),   # LOG_SUM_EXP accumulates float32 in float32
-    torch.float64: (1e-12, 1e-12),
-}
 
 
 def supported(function: str, dtype: torch.dtype) -> bool:
@@ -128,9 +121,10 @@ def assert_matches(result: torch.Tensor, expected: torch.Tensor, context=""):
     assert result.dtype == expected.dtype, (context, result.dtype, expected.dtype)
     assert tuple(result.shape) == tuple(expected.shape), (context, result.shape, expected.shape)
     if expected.dtype in FLOAT_DTYPES:
-        rtol, atol = TOLERANCES[expected.dtype]
-        torch.testing.assert_close(result.double(), expected.double(), rtol=rtol, atol=atol,
-                                   equal_nan=True, msg=lambda m: f"{context}\n{m}")
+        tolerance = TOLERANCES[expected.dtype]
+        torch.testing.assert_close(result.double(), expected.double(), rtol=tolerance.rtol,
+                                   atol=tolerance.atol, equal_nan=True,
+                                   msg=lambda m: f"{context}\n{m}")
     else:
         r, e = result.numpy(), expected.numpy()
         assert np.array_equal(r, e), f"{context}\nresult {r}\nexpected {e}"

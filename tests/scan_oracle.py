@@ -1,20 +1,17 @@
-"""Independent references for the scan tests: numpy in float64 or exact integers, and the
-tolerance table (one place, by dtype)."""
+"""Independent references for the scan tests: numpy in float64 or exact integers, and the error
+measure (ulps of the result dtype plus an accumulation allowance). The bounds come from the one
+accuracy table, ``benchmarks.tolerances.TOLERANCES``."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from benchmarks.tolerances import TOLERANCES
+
 FLOAT_TORCH = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 # Mantissa bits (including the implicit one) of each float type, for ulp-based comparisons.
 MANTISSA_BITS = {torch.float16: 11, torch.bfloat16: 8, torch.float32: 24, torch.float64: 53}
-
-# Allowed error in units in the last place of the result type, against the float64 reference
-# rounded to that type. Half types: 1 ulp (they accumulate in float32 and round once). float32
-# sums accumulate in float64 and round once (<= 0.5 ulp, 1 allowed); float64 accumulates in float64
-# (error grows with length, see ``scan_matches``).
-ULPS = {torch.float16: 1.0, torch.bfloat16: 1.0, torch.float32: 1.0, torch.float64: 4.0}
 
 
 def to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -82,7 +79,7 @@ def scan_matches(result: torch.Tensor, x_np: np.ndarray, axis: int, op: str, rev
     same_special = (np.isnan(got) == np.isnan(want)).all() and \
         (np.isinf(want) <= (got == want)).all()
     finite = np.isfinite(want) & np.isfinite(got)
-    allowed = ULPS[dtype] * ulp(want, dtype)
+    allowed = TOLERANCES[dtype].scan_ulps * ulp(want, dtype)
     if abs_scale is not None:
         # Cancellation: an accumulator's rounding error is relative to the running sum of |x|,
         # not to the (possibly tiny) result.
@@ -98,24 +95,20 @@ def scan_matches(result: torch.Tensor, x_np: np.ndarray, axis: int, op: str, rev
                    f"{where}: got {got[bad][:3]}, want {want[bad][:3]}")
 
 
-# Unit roundoff of the type each float dtype accumulates in (tritonml._dtypes.ACC_DTYPE).
-ACC_EPS = {torch.float16: 2.0**-24, torch.bfloat16: 2.0**-24, torch.float32: 2.0**-53,
-           torch.float64: 2.0**-53}
-
-
 def accumulation_allowance(x_np: np.ndarray, axis: int, op: str, reverse: bool, exclusive: bool,
                            dtype: torch.dtype) -> np.ndarray | None:
     """Rounding error the accumulator may add on top of the final rounding, per position.
 
     Sums: a scan's error is relative to the running sum of |x| (cancellation can make the result
     itself tiny): eps_acc * log2(n) * sum|x|, times 4 for slack. Products: relative to the result,
-    eps_acc * n."""
+    eps_acc * n. eps_acc is ``TOLERANCES[dtype].acc_roundoff``."""
     if dtype not in FLOAT_TORCH:
         return None
     n = max(x_np.shape[axis] if x_np.ndim else 1, 2)
+    eps_acc = TOLERANCES[dtype].acc_roundoff
     if op == "sum":
         running_abs = scan_reference(np.abs(x_np.astype(np.float64)), axis, "sum", reverse, exclusive)
-        return 4 * ACC_EPS[dtype] * np.log2(n) * running_abs
+        return 4 * eps_acc * np.log2(n) * running_abs
     ref = scan_reference(x_np, axis, op, reverse, exclusive)
     with np.errstate(invalid="ignore"):
-        return np.nan_to_num(2 * ACC_EPS[dtype] * n * np.abs(ref), nan=0.0, posinf=0.0)
+        return np.nan_to_num(2 * eps_acc * n * np.abs(ref), nan=0.0, posinf=0.0)
