@@ -1,0 +1,515 @@
+"""Opt-in routing of torch's own scans and reductions to tritonml's kernels.
+
+``enable()`` / ``disable()`` switch routing on and off for the calling thread;
+``with use_tritonml():`` switches it on for a block. While it is on, calls such as ``torch.cumsum``,
+``x.sum(1)`` or ``torch.linalg.vector_norm`` on tensors of the chosen devices run tritonml's
+kernels and return what torch itself would: torch's dtype promotion, argument forms, shapes and
+NaN/tie rules. Any call whose torch result tritonml cannot reproduce exactly falls through to
+torch's own kernel. docs/routing.md lists what is routed and what falls through.
+
+Design:
+- One ``TorchFunctionMode`` per thread, installed near the bottom of that thread's mode stack the
+  first time routing is switched on there and removed when it is switched off. It sits below the
+  user's own modes (so a ``with SomeMode():`` entered before ``enable()`` still pops its own mode
+  on exit), and above torch's default-device mode, which must stay at the bottom. Whether it
+  routes, and for which devices, is read from thread-local state: torch keeps mode stacks per
+  thread, so nothing here reaches another thread.
+- ``ROUTES`` is the one table: one ``Route`` per torch function, saying how to read torch's
+  arguments, which dtype ours computes in, which tritonml function runs, and which inputs torch
+  defines differently (those fall through). ``_route`` is the one path every routed call takes.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import operator
+import threading
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+import tritonml
+
+__all__ = ["enable", "disable", "use_tritonml"]
+
+# -- dtypes ---------------------------------------------------------------------------------------
+
+FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+INTEGERS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+# What routing accepts as input. uint16/32/64 fall through: torch implements few ops for them.
+INPUTS = FLOATS + INTEGERS + (torch.bool,)
+# What ours computes in. bool only for amax/amin, which read it as uint8 (0/1) and view back.
+COMPUTE = FLOATS + INTEGERS
+
+
+def _promote_integers(x_dtype, dtype):
+    """cumsum, cumprod, sum, prod: ``dtype=`` first, else integers and bool give int64."""
+    if dtype is not None:
+        return dtype if dtype in COMPUTE else None
+    return x_dtype if x_dtype in FLOATS else torch.int64
+
+
+def _same(x_dtype, dtype):
+    """amax, amin: the input's dtype (bool included)."""
+    return x_dtype
+
+
+def _same_no_bool(x_dtype, dtype):
+    """argmax, argmin: torch refuses bool."""
+    return None if x_dtype == torch.bool else x_dtype
+
+
+def _floats_only(x_dtype, dtype):
+    """mean: ``dtype=`` (a float) first, else a float input; torch refuses the rest itself."""
+    target = x_dtype if dtype is None else dtype
+    return target if target in FLOATS else None
+
+
+def _integers_to_default_float(x_dtype, dtype):
+    """logsumexp: integers and bool compute in torch's default float dtype."""
+    return x_dtype if x_dtype in FLOATS else torch.get_default_dtype()
+
+
+def _floats_no_narrowing(x_dtype, dtype):
+    """vector_norm: float input; ``dtype=`` only if x converts to it without narrowing."""
+    if x_dtype not in FLOATS:
+        return None
+    if dtype is None:
+        return x_dtype
+    return dtype if dtype in FLOATS and torch.promote_types(x_dtype, dtype) == dtype else None
+
+
+# -- how each function reads `dim` ---------------------------------------------------------------
+
+
+class _All:
+    """Every dim: what dim=None, an empty dim list or prod's absent dim mean."""
+
+    def __repr__(self):
+        return "ALL"
+
+
+ALL = _All()
+
+# How `dim` reads, per function.
+SCAN_DIM = "scan"     # one int, required
+ONE_DIM = "one"       # one int; absent: every dim
+ARG_DIM = "arg"       # one int, or None: every dim, flattened
+DIMS = "dims"         # int, sequence of ints, or None; an empty sequence means every dim
+DIMS_NONEMPTY = "dims_nonempty"  # as DIMS, but torch refuses an empty sequence (logsumexp)
+
+
+def _index(value):
+    """An int dim as torch reads it (ints, numpy ints), or None; bool and tensors fall through."""
+    if isinstance(value, (bool, torch.Tensor)):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _read_dims(kind: str, dim, rank: int):
+    """Normalized dims: an int (scans), a tuple of distinct dims, ``ALL``, or None (fall through).
+
+    A 0-d tensor takes dim 0 or -1, as torch allows.
+    """
+    span = max(rank, 1)
+    if dim is None and kind in (ARG_DIM, DIMS, DIMS_NONEMPTY):
+        return ALL
+    if dim is ALL:
+        return ALL
+    if isinstance(dim, (list, tuple)):  # torch.Size is a tuple
+        if kind not in (DIMS, DIMS_NONEMPTY) or (not dim and kind == DIMS_NONEMPTY):
+            return None
+        if not dim:
+            return ALL
+        dims = [_index(d) for d in dim]
+    else:
+        dims = [_index(dim)]
+    if any(d is None or not -span <= d < span for d in dims):
+        return None
+    dims = [d % span for d in dims]
+    if len(set(dims)) != len(dims):
+        return None
+    return dims[0] if kind == SCAN_DIM else tuple(dims)
+
+
+def _reduced_shape(shape, dims, keepdim: bool) -> tuple:
+    if not shape:
+        return ()
+    reduced = range(len(shape)) if dims is ALL else dims
+    if keepdim:
+        return tuple(1 if i in reduced else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in reduced)
+
+
+# -- the table ------------------------------------------------------------------------------------
+
+def _signature(stub) -> inspect.Signature:
+    return inspect.signature(stub)
+
+
+# torch's argument names and defaults, one signature per family of functions.
+_SCAN_ARGS = _signature(lambda input, dim, *, dtype=None, out=None: None)
+_REDUCE_ARGS = _signature(lambda input, dim=None, keepdim=False, *, dtype=None, out=None: None)
+_PROD_ARGS = _signature(lambda input, dim=ALL, keepdim=False, *, dtype=None, out=None: None)
+_EXTREME_ARGS = _signature(lambda input, dim=(), keepdim=False, *, out=None: None)
+_ARG_ARGS = _signature(lambda input, dim=None, keepdim=False, *, out=None: None)
+_LOGSUMEXP_ARGS = _signature(lambda input, dim, keepdim=False, *, out=None: None)
+_NORM_ARGS = _signature(lambda input, ord=2, dim=None, keepdim=False, *, dtype=None, out=None: None)
+
+# torch accepts numpy's spellings and, for vector_norm, `x=`.
+_ALIASES = {"self": "input", "x": "input", "axis": "dim", "keepdims": "keepdim"}
+
+
+def _constant(name: str) -> Callable[[dict], str]:
+    return lambda arguments: name
+
+
+def _norm_function(arguments: dict):
+    order = arguments["ord"]
+    if isinstance(order, bool) or not isinstance(order, (int, float)):
+        return None
+    return {1: "L1", 2: "L2"}.get(order)
+
+
+@dataclass(frozen=True)
+class Route:
+    """How one torch function maps onto tritonml.
+
+    ``forms``: torch's callables for it (function, method, aliases); ``inplace``: its in-place
+    method. ``arguments``: torch's parameters. ``dims``: how ``dim`` reads. ``dtype``: (x's dtype,
+    ``dtype=``) -> the dtype ours computes in, or None to fall through. ``function``: (arguments)
+    -> tritonml's scan name or ReduceFunction name, or None to fall through. ``empty``: torch
+    defines an empty reduced dim (amax/argmax raise). ``indices``: the result is int64 indices.
+    ``grad``: may run while autograd records, if tritonml's function has autograd (its gradients
+    follow torch's conventions: amax ties share, prod with zeros, norms at 0); False where they
+    differ (logsumexp at +-inf, where torch's gradient is NaN).
+    """
+    name: str
+    forms: tuple
+    arguments: inspect.Signature
+    dims: str
+    dtype: Callable
+    function: Callable[[dict], str | None]
+    inplace: object = None
+    empty: bool = True
+    indices: bool = False
+    grad: bool = True
+
+    @property
+    def scan(self) -> bool:
+        return self.dims == SCAN_DIM
+
+
+ROUTES = (
+    Route("cumsum", (torch.cumsum, torch.Tensor.cumsum), _SCAN_ARGS, SCAN_DIM, _promote_integers,
+          _constant("cumulative_sum"), inplace=torch.Tensor.cumsum_),
+    Route("cumprod", (torch.cumprod, torch.Tensor.cumprod), _SCAN_ARGS, SCAN_DIM, _promote_integers,
+          _constant("cumulative_product"), inplace=torch.Tensor.cumprod_),
+    Route("sum", (torch.sum, torch.Tensor.sum), _REDUCE_ARGS, DIMS, _promote_integers,
+          _constant("SUM")),
+    Route("prod", (torch.prod, torch.Tensor.prod), _PROD_ARGS, ONE_DIM, _promote_integers,
+          _constant("MULTIPLY")),
+    Route("amax", (torch.amax, torch.Tensor.amax), _EXTREME_ARGS, DIMS, _same,
+          _constant("MAX"), empty=False),
+    Route("amin", (torch.amin, torch.Tensor.amin), _EXTREME_ARGS, DIMS, _same,
+          _constant("MIN"), empty=False),
+    Route("argmax", (torch.argmax, torch.Tensor.argmax), _ARG_ARGS, ARG_DIM, _same_no_bool,
+          _constant("ARGMAX"), empty=False, indices=True),
+    Route("argmin", (torch.argmin, torch.Tensor.argmin), _ARG_ARGS, ARG_DIM, _same_no_bool,
+          _constant("ARGMIN"), empty=False, indices=True),
+    Route("mean", (torch.mean, torch.Tensor.mean), _REDUCE_ARGS, DIMS, _floats_only,
+          _constant("AVERAGE")),
+    Route("logsumexp", (torch.logsumexp, torch.Tensor.logsumexp, torch.special.logsumexp),
+          _LOGSUMEXP_ARGS, DIMS_NONEMPTY, _integers_to_default_float, _constant("LOG_SUM_EXP"),
+          grad=False),
+    Route("vector_norm", (torch.linalg.vector_norm,), _NORM_ARGS, DIMS, _floats_no_narrowing,
+          _norm_function),
+)
+
+# torch's callable -> (route, in place?)
+_BY_FORM = {form: (route, False) for route in ROUTES for form in route.forms}
+_BY_FORM.update({route.inplace: (route, True) for route in ROUTES if route.inplace is not None})
+
+# -- per-thread state -----------------------------------------------------------------------------
+
+
+class _ThreadState(threading.local):
+    def __init__(self):
+        self.devices = None  # frozenset of (type, index or None) while routing is on, else None
+        self.mode = None     # this thread's _RoutingMode while installed
+
+
+_state = _ThreadState()
+
+
+def _parse_devices(devices) -> frozenset:
+    if isinstance(devices, (str, torch.device)):
+        devices = (devices,)
+    try:
+        items = tuple(devices)
+    except TypeError:
+        raise TypeError(f"devices: expected a sequence of devices such as ('cuda',), "
+                        f"got {type(devices).__name__}") from None
+    parsed = set()
+    for item in items:
+        if not isinstance(item, (str, torch.device)):
+            raise TypeError(f"devices: expected device names or torch.device, "
+                            f"got {type(item).__name__}")
+        try:
+            device = torch.device(item)
+        except RuntimeError:
+            raise ValueError(f"devices: {item!r} is not a device") from None
+        if device.type not in ("cpu", "cuda"):
+            raise ValueError(f"devices: tritonml's kernels run on cuda (and on cpu through Triton's "
+                             f"interpreter), not on {device.type}")
+        if device.type == "cpu":
+            if not tritonml.INTERPRET:
+                raise ValueError("devices: cpu tensors cannot be routed while Triton compiles for the "
+                                 "GPU; set TRITON_INTERPRET=1 before importing tritonml to run the "
+                                 "kernels on the CPU")
+            device = torch.device("cpu")  # cpu tensors carry no index
+        parsed.add((device.type, device.index))
+    return frozenset(parsed)
+
+
+def _device_context_type():
+    try:
+        from torch.utils._device import DeviceContext
+    except ImportError:  # a torch without it has no mode that must stay at the bottom
+        return ()
+    return DeviceContext
+
+
+def _install() -> None:
+    """Put this thread's routing mode at the bottom of its mode stack (above a default-device mode)."""
+    if _state.mode is not None:
+        return
+    stack = [torch.overrides._pop_mode() for _ in range(torch._C._len_torch_function_stack())]
+    stack.reverse()  # bottom first
+    keep_below = 1 if stack and isinstance(stack[0], _device_context_type()) else 0
+    mode = _RoutingMode()
+    for m in stack[:keep_below] + [mode] + stack[keep_below:]:
+        torch.overrides._push_mode(m)
+    _state.mode = mode
+
+
+def _uninstall() -> None:
+    mode, _state.mode = _state.mode, None
+    if mode is None:
+        return
+    stack = [torch.overrides._pop_mode() for _ in range(torch._C._len_torch_function_stack())]
+    for m in reversed(stack):
+        if m is not mode:
+            torch.overrides._push_mode(m)
+
+
+def _set(devices) -> None:
+    _state.devices = devices
+    if devices is None:
+        _uninstall()
+    else:
+        _install()
+
+
+# -- public API -----------------------------------------------------------------------------------
+
+def enable(devices=("cuda",)) -> None:
+    """Route torch's scans and reductions on ``devices`` to tritonml, in the calling thread.
+
+    Per thread, as ``torch.set_grad_enabled`` and ``torch.set_default_device`` are: other threads
+    are not routed until they call ``enable()`` themselves. ``devices``: device types or devices
+    (``"cuda"``, ``"cuda:1"``, ``torch.device("cpu")``; cpu only with Triton's interpreter).
+    """
+    _set(_parse_devices(devices))
+
+
+def disable() -> None:
+    """Stop routing in the calling thread (a ``use_tritonml`` block still restores its outer state)."""
+    _set(None)
+
+
+@contextlib.contextmanager
+def use_tritonml(devices=("cuda",)):
+    """Route torch's scans and reductions on ``devices`` to tritonml inside the block, in this thread.
+
+    On exit the thread's routing is what it was on entry (nested blocks restore the outer block's
+    devices; ``enable()``/``disable()`` inside the block last until its end). ``devices=()`` turns
+    routing off inside the block.
+    """
+    devices = _parse_devices(devices)
+    outer = _state.devices
+    _set(devices)
+    try:
+        yield
+    finally:
+        _set(outer)
+
+
+# -- routing --------------------------------------------------------------------------------------
+
+_FALL_THROUGH = object()
+
+
+class _RoutingMode(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        entry = _BY_FORM.get(func)
+        if entry is not None and _state.devices and not torch.compiler.is_compiling():
+            result = _route(*entry, args, kwargs)
+            if result is not _FALL_THROUGH:
+                return result
+        return func(*args, **kwargs)
+
+
+def _bind(route: Route, args, kwargs):
+    kwargs = {_ALIASES.get(k, k): v for k, v in kwargs.items()}
+    try:
+        bound = route.arguments.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
+    return bound.arguments
+
+
+def _functorch_wrapped(t: torch.Tensor) -> bool:
+    check = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", None)
+    return check is not None and check(t)
+
+
+def _named(t: torch.Tensor) -> bool:
+    return any(n is not None for n in getattr(t, "names", ()))  # newer torch has no named tensors
+
+
+def _readable(t) -> bool:
+    """A plain strided tensor ours can read or write, on a routed device."""
+    if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.layout != torch.strided:
+        return False
+    if t.is_quantized or t.is_nested or t._is_zerotensor() or _named(t) or _functorch_wrapped(t):
+        return False
+    devices = _state.devices
+    return (t.device.type, None) in devices or (t.device.type, t.device.index) in devices
+
+
+def _forward_ad_active() -> bool:
+    return getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0
+
+
+_autograd_cache: dict = {}
+
+
+def _has_autograd(route: Route, function: str, device: torch.device) -> bool:
+    """Whether tritonml's function records autograd: probed once on an empty input (no launch)."""
+    if function not in _autograd_cache:
+        try:
+            with torch.enable_grad():
+                if route.scan:
+                    empty = torch.zeros(0, device=device, requires_grad=True)
+                    probe = getattr(tritonml, function)(empty, 0)
+                else:
+                    empty = torch.zeros((0, 1), device=device, requires_grad=True)
+                    probe = tritonml.reduce(empty, function, 1)
+            _autograd_cache[function] = probe.grad_fn is not None
+        except Exception:  # any failure means: not usable under autograd
+            _autograd_cache[function] = False
+    return _autograd_cache[function]
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One routed call: what ours computes, from what, into what."""
+    route: Route
+    function: str         # tritonml's scan name or ReduceFunction name
+    x: torch.Tensor
+    compute: torch.dtype  # the dtype ours computes in (torch's dtype promotion and dtype=)
+    dims: object          # an int (scans), a tuple of dims, or ALL
+    keepdim: bool
+    out: torch.Tensor | None  # out= or, in place, x itself
+    shape: tuple          # torch's result shape
+    result_dtype: torch.dtype
+    records: bool         # autograd records the call
+
+    def run(self) -> torch.Tensor:
+        # bool amax/amin: uint8 holds the same 0/1 bytes, and the result views back as bool.
+        as_dtype = torch.uint8 if self.compute == torch.bool else self.compute
+        if as_dtype != self.compute:
+            x = self.x.view(as_dtype)
+        else:
+            x = self.x.to(self.compute)  # torch's dtype= converts x first; no copy if it matches
+
+        def ours(target):
+            if self.route.scan:
+                return getattr(tritonml, self.function)(x, self.dims, out=target)
+            axes = None if self.dims is ALL else self.dims
+            return tritonml.reduce(x, self.function, axes, keepdims=self.keepdim, out=target)
+
+        if self.records:
+            # Autograd refuses out=; torch's results are contiguous, so ours is made so too.
+            return ours(None).contiguous()
+        out = self.out
+        target = out if out is not None else torch.empty(self.shape, dtype=self.result_dtype,
+                                                         device=self.x.device)
+        version = out._version if out is not None and not out.is_inference() else None
+        with torch.no_grad():
+            ours(target.view(as_dtype) if self.result_dtype == torch.bool else target)
+        if version is not None and out._version == version:
+            torch.autograd.graph.increment_version(out)  # torch's out= and in-place count a write
+        return target
+
+
+def _plan(route: Route, inplace: bool, args, kwargs) -> _Plan | None:
+    """The routed form of one torch call, or None where torch's result would differ from ours."""
+    arguments = _bind(route, args, kwargs)
+    if arguments is None:
+        return None
+    x = arguments["input"]
+    out = x if inplace else arguments.get("out")
+    if not _readable(x) or x.dtype not in INPUTS or x.dim() > 8:
+        return None
+    if out is not None and not (_readable(out) and out.device == x.device):
+        return None
+
+    dims = _read_dims(route.dims, arguments["dim"], x.dim())
+    if inplace:  # x keeps its dtype; integers wrap modulo 2**bits either way
+        dtype = arguments["dtype"]
+        compute = x.dtype if dtype in (None, x.dtype) and x.dtype in COMPUTE else None
+    else:
+        compute = route.dtype(x.dtype, arguments.get("dtype"))
+    function = route.function(arguments)
+    if dims is None or compute is None or function is None:
+        return None
+    result_dtype = torch.int64 if route.indices else compute
+    keepdim = arguments.get("keepdim", False)
+    shape = tuple(x.shape) if route.scan else _reduced_shape(tuple(x.shape), dims, keepdim)
+
+    if out is not None:
+        if out.dtype != result_dtype or tuple(out.shape) != shape:
+            return None  # torch casts or resizes out; ours would not
+        if not inplace and out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
+            return None  # torch's rules for an out sharing x's memory are its own
+    sizes = tuple(x.shape) or (1,)  # a 0-d tensor reads as shape [1]
+    if not route.empty and (x.numel() == 0 if dims is ALL else any(sizes[d] == 0 for d in dims)):
+        return None  # torch raises for an empty max/argmax
+    records = (torch.is_grad_enabled() and not route.indices
+               and (x.requires_grad or (out is not None and out.requires_grad)))
+    if records and (out is not None or not route.grad or not _has_autograd(route, function, x.device)):
+        return None
+    if _forward_ad_active():
+        return None
+    return _Plan(route, function, x, compute, dims, keepdim, out, shape, result_dtype, records)
+
+
+def _route(route: Route, inplace: bool, args, kwargs):
+    """Run one torch call through tritonml, or return _FALL_THROUGH."""
+    plan = _plan(route, inplace, args, kwargs)
+    if plan is None:
+        return _FALL_THROUGH
+    try:
+        return plan.run()
+    except (TypeError, ValueError):
+        # tritonml checks everything before it launches or writes, so torch can still run the call.
+        return _FALL_THROUGH
