@@ -8,8 +8,10 @@ from . import _backend  # first: chooses compiled or interpreted Triton before t
 from ._reduce_function import ReduceFunction
 from .library.reduce import reduce
 from .library.scan import cumulative_product, cumulative_sum
+from .routing import disable, enable, use_tritonml
 
 __version__ = "0.1.0"
 INTERPRET = _backend.INTERPRET
 
-__all__ = ["cumulative_sum", "cumulative_product", "reduce", "ReduceFunction", "INTERPRET", "__version__"]
+__all__ = ["cumulative_sum", "cumulative_product", "reduce", "ReduceFunction", "enable", "disable",
+           "use_tritonml", "INTERPRET", "__version__"]

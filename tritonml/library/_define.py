@@ -35,3 +35,48 @@ def define(name: str, *, mutates_args=()):
         _LIBRARY.impl(name, torch.library.fallthrough_kernel, "Negative")
         return op
     return decorator
+
+
+def differentiable(op, setup_context, backward):
+    """Register ``backward`` as ``op``'s autograd formula, and return ``op`` as an
+    ``autograd.Function`` with the same formula for the public functions to call.
+
+    The registered formula serves ``torch.ops.tritonml.*`` called directly and torch.compile; the
+    Function adds what torch's generated one lacks, support for ``torch.func`` transforms (grad,
+    jacrev, vmap of grad): it has a ``setup_context`` and its vmap rule is generated from the op's.
+    """
+    op.register_autograd(backward, setup_context=setup_context)
+
+    def forward(*args):
+        return op(*args)
+
+    def setup(ctx, inputs, output):
+        setup_context(ctx, inputs, output)
+
+    # Named after the op, so grad_fn reads CumulativeSumBackward, ReduceBackward, ...
+    name = "".join(part.title() for part in op._name.split("_"))
+    function = type(name, (torch.autograd.Function,), dict(
+        generate_vmap_rule=True, forward=staticmethod(forward),
+        setup_context=staticmethod(setup), backward=staticmethod(backward)))
+
+    def call(*args):
+        # torch.compile traces the op itself (Dynamo cannot trace this Function around it), and
+        # AOTAutograd differentiates it with the registered formula.
+        if torch.compiler.is_compiling():
+            return op(*args)
+        return function.apply(*args)
+    return call
+
+
+def batch_first(x, x_bdim, out, out_bdim):
+    """For the vmap rule of an out= op: ``(x, out)`` with the batch dim first (an unbatched x is
+    broadcast over it), or None when neither is batched. An unbatched ``out`` for a batched ``x``
+    is an error: each batch element writes its own result."""
+    if out_bdim is None:
+        if x_bdim is not None:
+            raise ValueError("out: under vmap, out must be batched when x is (each batch "
+                             "element writes its own result)")
+        return None
+    out = out.movedim(out_bdim, 0)
+    x = x.movedim(x_bdim, 0) if x_bdim is not None else x.expand(out.shape[0], *x.shape)
+    return x, out

@@ -16,7 +16,7 @@ import torch
 from .. import _checks
 from .._reduce_function import ReduceFunction
 from ..ops.reduce import COMBINES, check_index_dtype, reduce_axes
-from ._define import define
+from ._define import batch_first, define, differentiable
 
 
 def _combine(function: str):
@@ -83,15 +83,11 @@ def _vmap(info, in_dims, x, function, axes, keepdims, index_dtype):
 
 @reduce_out.register_vmap
 def _vmap_out(info, in_dims, x, function, axes, keepdims, index_dtype, out):
-    x_bdim, out_bdim = in_dims[0], in_dims[5]
-    if out_bdim is None:
-        if x_bdim is not None:
-            raise ValueError("out: under vmap, out must be batched when x is (each batch element "
-                             "writes its own result)")
+    batched = batch_first(x, in_dims[0], out, in_dims[5])
+    if batched is None:
         reduce_out(x, function, axes, keepdims, index_dtype, out)
         return None, None
-    out = out.movedim(out_bdim, 0)
-    x = x.movedim(x_bdim, 0) if x_bdim is not None else x.expand(out.shape[0], *x.shape)
+    x, out = batched
     x, axes, keepdims = _batched(x, axes, keepdims)
     reduce_out(x, function, axes, keepdims, index_dtype, out)
     return None, None
@@ -109,7 +105,7 @@ def _setup_context(ctx, inputs, output):
 
 def _sum(t, axes):
     """SUM over ``axes`` with the rank kept, on tritonml's kernels (differentiable)."""
-    return reduce_op(t, "SUM", list(axes), True, torch.int64)
+    return _differentiable_reduce(t, "SUM", list(axes), True, torch.int64)
 
 
 def _backward(ctx, grad):
@@ -160,14 +156,14 @@ def _product_gradient(x, y, axes):
     the zero and 0 elsewhere; with two or more, 0 everywhere."""
     is_zero = x == 0
     zeros = _sum(is_zero.to(x.dtype), axes)
-    others = reduce_op(torch.where(is_zero, torch.ones_like(x), x), "MULTIPLY", list(axes), True,
+    others = _differentiable_reduce(torch.where(is_zero, torch.ones_like(x), x), "MULTIPLY", list(axes), True,
                        torch.int64)
     no_zero = torch.where(zeros == 0, y, torch.zeros_like(y)) / torch.where(is_zero,
                                                                              torch.ones_like(x), x)
     return torch.where(is_zero, torch.where(zeros == 1, others, torch.zeros_like(others)), no_zero)
 
 
-reduce_op.register_autograd(_backward, setup_context=_setup_context)
+_differentiable_reduce = differentiable(reduce_op, _setup_context, _backward)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,7 +190,7 @@ def reduce(x: torch.Tensor, function, axes=None, *, keepdims: bool = True,
     check_index_dtype(index_dtype)
     axes = list(_checks.normalize_axes(axes, x.dim()))
     if out is None:
-        return reduce_op(x, name, axes, keepdims, index_dtype)
+        return _differentiable_reduce(x, name, axes, keepdims, index_dtype)
     if not torch.compiler.is_compiling():
         _checks.check_readable("out", out)
     _checks.check_out_grad(out, x)

@@ -16,7 +16,7 @@ import torch
 
 from .. import _checks
 from ..ops.scan import PRODUCT, SUM, ScanCombine, cumulative_scan
-from ._define import define
+from ._define import batch_first, define, differentiable
 
 
 def _batched_axis(axis: int, logical_rank: int) -> int:
@@ -59,7 +59,7 @@ class _ScanOps:
         reverse = _checks.check_bool("reverse", reverse)
         exclusive = _checks.check_bool("exclusive", exclusive)
         if out is None:
-            return self.functional(x, axis, reverse, exclusive)
+            return self.differentiable(x, axis, reverse, exclusive)
         if not torch.compiler.is_compiling():
             _checks.check_readable("out", out)
         _checks.check_out_grad(out, x)
@@ -80,15 +80,11 @@ class _ScanOps:
         return self.functional(x, _batched_axis(axis, x.dim() - 1), reverse, exclusive), 0
 
     def _vmap_out(self, info, in_dims, x, axis, reverse, exclusive, out):
-        x_bdim, out_bdim = in_dims[0], in_dims[4]
-        if out_bdim is None:
-            if x_bdim is not None:
-                raise ValueError("out: under vmap, out must be batched when x is (each batch "
-                                 "element writes its own result)")
+        batched = batch_first(x, in_dims[0], out, in_dims[4])
+        if batched is None:
             self.out(x, axis, reverse, exclusive, out)
             return None, None
-        out = out.movedim(out_bdim, 0)
-        x = x.movedim(x_bdim, 0) if x_bdim is not None else x.expand(out.shape[0], *x.shape)
+        x, out = batched
         if x.dim() == 1:
             x, out, axis = x.unsqueeze(1), out.unsqueeze(1), 1
         else:
@@ -114,7 +110,7 @@ def _fake(x, axis, reverse=False, exclusive=False):
     return torch.empty_like(x)
 
 
-def _fake_mutation(x, axis, reverse, exclusive, out=None):
+def _fake_mutation(x, axis, reverse=False, exclusive=False, out=None):
     _checks.normalize_axis(axis, x.dim())
 
 
@@ -134,7 +130,8 @@ def _setup_context(ctx, inputs, output):
 def _sum_backward(ctx, grad):
     # Each output is a sum of the inputs before it in traversal order, so each input receives
     # the sum of the gradients after it: the same scan in the other direction.
-    return SUM_OPS.functional(grad, ctx.axis, not ctx.reverse, ctx.exclusive), None, None, None
+    return (SUM_OPS.differentiable(grad, ctx.axis, not ctx.reverse, ctx.exclusive),
+            None, None, None)
 
 
 def _shift_later(grad, axis: int, reverse: bool):
@@ -160,25 +157,26 @@ def _product_backward(ctx, grad):
     axis, reverse = ctx.axis, ctx.reverse
     if ctx.exclusive:
         grad = _shift_later(grad, axis, reverse)
-        inclusive = PRODUCT_OPS.functional(x, axis, reverse, False)
+        inclusive = PRODUCT_OPS.differentiable(x, axis, reverse, False)
     else:
         inclusive = output
     is_zero = x == 0
-    zeros_before = SUM_OPS.functional(is_zero.to(torch.int32), axis, reverse, True)
+    zeros_before = SUM_OPS.differentiable(is_zero.to(torch.int32), axis, reverse, True)
     before_zero = (zeros_before == 0) & ~is_zero
     first_zero = (zeros_before == 0) & is_zero
-    later_sums = SUM_OPS.functional(grad * inclusive, axis, not reverse, False)
-    skipping_zero = PRODUCT_OPS.functional(torch.where(first_zero, torch.ones_like(x), x), axis,
+    later_sums = SUM_OPS.differentiable(grad * inclusive, axis, not reverse, False)
+    skipping_zero = PRODUCT_OPS.differentiable(torch.where(first_zero, torch.ones_like(x), x), axis,
                                            reverse, False)
-    at_zero = SUM_OPS.functional(grad * skipping_zero, axis, not reverse, False)
+    at_zero = SUM_OPS.differentiable(grad * skipping_zero, axis, not reverse, False)
     safe_x = torch.where(before_zero, x, torch.ones_like(x))
     grad_x = torch.where(before_zero, later_sums / safe_x,
                          torch.where(first_zero, at_zero, torch.zeros_like(x)))
     return grad_x, None, None, None
 
 
-SUM_OPS.functional.register_autograd(_sum_backward, setup_context=_setup_context)
-PRODUCT_OPS.functional.register_autograd(_product_backward, setup_context=_setup_context)
+SUM_OPS.differentiable = differentiable(SUM_OPS.functional, _setup_context, _sum_backward)
+PRODUCT_OPS.differentiable = differentiable(PRODUCT_OPS.functional, _setup_context,
+                                            _product_backward)
 
 
 # ---------------------------------------------------------------------------------------------
