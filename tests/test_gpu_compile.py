@@ -8,16 +8,13 @@ tests/gpu_compile_cases.py: regime x dtype x direction x exclusive = 144 launche
 from __future__ import annotations
 
 import os
-import pathlib
 import sys
 import time
 
 import pytest
 
-# benchmarks/ is a folder of the repository, not an installed package.
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks.gpu_compile import compile_in_subprocess, run_workers  # noqa: E402
-from gpu_compile_cases import scan_launches  # noqa: E402
+from benchmarks.gpu_compile import compile_in_subprocess, run_workers
+from gpu_compile_cases import scan_launches
 
 
 @pytest.fixture(scope="module")

@@ -8,17 +8,13 @@ needed.
 """
 from __future__ import annotations
 
-import pathlib
-import sys
 
 import pytest
 import torch
 
-# benchmarks/ is a folder of the repository, not an installed package.
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from benchmarks.gpu_compile import compile_in_subprocess  # noqa: E402
+from benchmarks.gpu_compile import compile_in_subprocess
 
-from reduce_helpers import FUNCTIONS, dedupe, gpu_reduce_launches  # noqa: E402
+from reduce_helpers import FUNCTIONS, dedupe, gpu_reduce_launches
 
 ARCHS = (80, 90)
 
