@@ -115,7 +115,7 @@ def _backward(ctx, grad):
         raise RuntimeError(f"reduce: {function} is not differentiable (its output is an index)")
     grad = grad.reshape(ctx.keep_shape)      # kept rank, so it broadcasts against x
     y = result.reshape(ctx.keep_shape)
-    zero, one = torch.zeros_like(x), torch.ones_like(x)
+    zero = torch.zeros_like(x)
     if function == "SUM":
         grad_x = grad.expand(x.shape)
     elif function == "AVERAGE":
@@ -155,11 +155,11 @@ def _product_gradient(x, y, axes):
     """prod of the other elements: y / x without zeros; with one zero, the product of the rest at
     the zero and 0 elsewhere; with two or more, 0 everywhere."""
     is_zero = x == 0
+    ones = torch.ones_like(x)
     zeros = _sum(is_zero.to(x.dtype), axes)
-    others = _differentiable_reduce(torch.where(is_zero, torch.ones_like(x), x), "MULTIPLY", list(axes), True,
-                       torch.int64)
-    no_zero = torch.where(zeros == 0, y, torch.zeros_like(y)) / torch.where(is_zero,
-                                                                             torch.ones_like(x), x)
+    others = _differentiable_reduce(torch.where(is_zero, ones, x), "MULTIPLY", list(axes), True,
+                                    torch.int64)
+    no_zero = torch.where(zeros == 0, y, torch.zeros_like(y)) / torch.where(is_zero, ones, x)
     return torch.where(is_zero, torch.where(zeros == 1, others, torch.zeros_like(others)), no_zero)
 
 
