@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tritonml._config import MAX_REDUCE_SPLITS, ReduceConfig, ScanConfig
 
-from . import spaces
+from . import devices, spaces
 
 
 def next_pow2(n: int) -> int:
@@ -19,11 +19,22 @@ def _gpu_programs_target(device) -> int:
         return spaces.GPU_MIN_PROGRAMS
 
 
+def _choose_for(device_type: str, device):
+    """(on a GPU?, programs that fill it): for the active target (``devices.active()``) when one
+    is set, whatever the tensors' device; else for ``device_type``/``device`` as given."""
+    target = devices.active()
+    if target is not None:
+        return True, 2 * target.sms
+    if device_type == "cuda":
+        return True, _gpu_programs_target(device)
+    return False, None
+
+
 def scan_config(layout, device_type: str, device=None, acc_bytes: int = 8) -> ScanConfig:
     """Pick regime and tile for a scan over ``layout`` (a ``tritonml._layout.AxisLayout``);
     ``acc_bytes`` is the size of the accumulator type (``tritonml._dtypes.ACC_DTYPE``)."""
     axis_len, inner_len = max(layout.axis_len, 1), max(layout.inner_len, 1)
-    on_gpu = device_type == "cuda"
+    on_gpu, fill_programs = _choose_for(device_type, device)
     space = spaces.GPU_SCAN if on_gpu else spaces.CPU_SCAN
     budget = space.tile_budget(acc_bytes)
     if layout.axis_is_contiguous:
@@ -41,7 +52,7 @@ def scan_config(layout, device_type: str, device=None, acc_bytes: int = 8) -> Sc
         lookback_axis = min(next_pow2(axis_len),
                             max(spaces.LOOKBACK_MIN_BLOCK_AXIS, budget // block_inner))
         lookback_inner = max(1, min(block_inner, budget // lookback_axis))
-        if (chains < _gpu_programs_target(device)
+        if (chains < fill_programs
                 and axis_len >= spaces.LOOKBACK_MIN_TILES * lookback_axis):
             regime, block_axis, block_inner = "lookback", lookback_axis, lookback_inner
     warps = 8 if block_axis * block_inner > spaces.GPU_EIGHT_WARPS_ABOVE else 4
@@ -57,7 +68,7 @@ def reduce_config(layout, device_type: str, device=None) -> ReduceConfig:
     to "split".
     """
     red_len, inner_len = max(layout.red_len, 1), max(layout.inner_len, 1)
-    on_gpu = device_type == "cuda"
+    on_gpu, fill_programs = _choose_for(device_type, device)
     space = spaces.GPU_REDUCE if on_gpu else spaces.CPU_REDUCE
     budget = space.tile_elements
     if layout.reduction_is_contiguous:
@@ -72,8 +83,8 @@ def reduce_config(layout, device_type: str, device=None) -> ReduceConfig:
     if on_gpu:
         chains = layout.outer_len * -(-inner_len // block_inner)
         most = red_len // max(spaces.REDUCE_SPLIT_MIN_AXIS_PER_PROGRAM, block_axis)
-        wanted = -(-_gpu_programs_target(device) // chains)
-        if chains < _gpu_programs_target(device) and min(most, wanted) >= 2:
+        wanted = -(-fill_programs // chains)
+        if chains < fill_programs and min(most, wanted) >= 2:
             regime, splits = "split", min(most, wanted, MAX_REDUCE_SPLITS)
     block_split = min(next_pow2(splits), max(1, budget // block_inner))
     warps = 8 if on_gpu and block_axis * block_inner >= spaces.GPU_REDUCE_EIGHT_WARPS_FROM else 4
