@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .devices import H100
+
 
 @dataclass(frozen=True)
 class ScanSpace:
@@ -48,9 +50,10 @@ GPU_SCAN = ScanSpace(
 CPU_SCAN = ScanSpace(tile_bytes=None, tile_elements=1 << 16,
                      rows_max_block_axis=1 << 14, columns_max_block_inner=1 << 12)
 
-# Independent scans needed to fill a GPU without splitting the axis: two programs per SM on a
-# 132-SM H100. Fewer than this, and a long axis, switch to the look-back regime.
-GPU_MIN_PROGRAMS = 264
+# Independent scans needed to fill a GPU without splitting the axis: two programs per SM, counted
+# on an H100 when there is neither a target nor a CUDA device to ask. Fewer than this, and a long
+# axis, switch to the look-back regime.
+GPU_MIN_PROGRAMS = 2 * H100.sms
 # The look-back regime only pays when each independent scan splits into at least this many tiles.
 LOOKBACK_MIN_TILES = 4
 # Rows per look-back tile at least: a tile publishes its aggregate and prefix and reads a prefix

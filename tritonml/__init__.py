@@ -9,9 +9,10 @@ from ._reduce_function import ReduceFunction
 from .library.reduce import reduce
 from .library.scan import cumulative_product, cumulative_sum
 from .routing import disable, enable, use_tritonml
+from . import tuning
 
 __version__ = "0.1.0"
 INTERPRET = _backend.INTERPRET
 
 __all__ = ["cumulative_sum", "cumulative_product", "reduce", "ReduceFunction", "enable", "disable",
-           "use_tritonml", "INTERPRET", "__version__"]
+           "use_tritonml", "tuning", "INTERPRET", "__version__"]
