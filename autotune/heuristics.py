@@ -59,6 +59,19 @@ def scan_config(layout, device_type: str, device=None, acc_bytes: int = 8) -> Sc
     return ScanConfig(regime, block_axis, block_inner, warps)
 
 
+def _split_pays(elements: int, chains: int, split_programs: int, sms: int) -> bool:
+    """Whether a split (two launches, ``split_programs`` in the first) beats one launch of
+    ``chains`` programs in the time model (``model.py``), on the active target's bandwidth and
+    launch overhead (an H100's without one). The dtype is not known here: the input is counted at
+    ``spaces.REDUCE_ASSUMED_ELEMENT_BYTES`` an element."""
+    device = devices.active() or devices.H100
+    seconds = (elements * spaces.REDUCE_ASSUMED_ELEMENT_BYTES
+               / device.copy_bandwidth_bytes_per_s)
+    one = seconds / min(1.0, chains / sms) + device.launch_overhead_s
+    split = seconds / min(1.0, split_programs / sms) + 2 * device.launch_overhead_s
+    return split < one
+
+
 def reduce_config(layout, device_type: str, device=None) -> ReduceConfig:
     """Pick regime and tile for a reduction over ``layout`` (a ``tritonml.ops.reduce.ReduceLayout``).
 
@@ -81,11 +94,23 @@ def reduce_config(layout, device_type: str, device=None) -> ReduceConfig:
         block_axis = min(next_pow2(red_len), max(1, budget // block_inner))
     splits = 1
     if on_gpu:
+        sms = max(1, fill_programs // 2)
+        if regime == "columns":
+            # More programs along the kept dim first: narrower tiles, each still whole lines.
+            while (block_inner > spaces.REDUCE_COLUMNS_MIN_BLOCK_INNER
+                   and layout.outer_len * -(-inner_len // block_inner) < fill_programs):
+                block_inner //= 2
+            block_axis = min(next_pow2(red_len), max(1, budget // block_inner))
         chains = layout.outer_len * -(-inner_len // block_inner)
+        # Split the reduced positions over more programs (each keeping enough of them that the
+        # partial states stay small) only when one launch leaves SMs idle and the time model says
+        # the second launch's overhead is paid back.
         most = red_len // max(spaces.REDUCE_SPLIT_MIN_AXIS_PER_PROGRAM, block_axis)
         wanted = -(-fill_programs // chains)
-        if chains < fill_programs and min(most, wanted) >= 2:
-            regime, splits = "split", min(most, wanted, MAX_REDUCE_SPLITS)
+        candidate = min(most, wanted, MAX_REDUCE_SPLITS)
+        if chains < sms and candidate >= 2 and _split_pays(
+                red_len * layout.outer_len * inner_len, chains, chains * candidate, sms):
+            regime, splits = "split", candidate
     block_split = min(next_pow2(splits), max(1, budget // block_inner))
     warps = 8 if on_gpu and block_axis * block_inner >= spaces.GPU_REDUCE_EIGHT_WARPS_FROM else 4
     return ReduceConfig(regime, block_axis, block_inner, warps, splits, block_split)

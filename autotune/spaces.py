@@ -87,12 +87,23 @@ GPU_REDUCE = ReduceSpace(
 CPU_REDUCE = ReduceSpace(tile_elements=1 << 18, rows_max_block_axis=1 << 18,
                          columns_max_block_inner=1 << 16)
 
-# "split": taken when the chains (outer x inner blocks) cannot fill the GPU (fewer than
-# 2 programs per SM, GPU_MIN_PROGRAMS without a device to ask). Each split program then folds at
-# least this many reduced positions per output, so the partial states it writes and the second
-# launch reads back (<= 2 x 16 bytes per output) stay under 1.6% of the input it reads even for
-# int8 input: that keeps the bytes moved within 1.05x of input + output.
-REDUCE_SPLIT_MIN_AXIS_PER_PROGRAM = 2048
+# Filling the GPU (docs/tuning.md, "Reductions that fill the GPU"). "columns" first narrows its tile
+# along the kept dim, down to this many lanes, while the chains (outer x inner blocks) are fewer
+# than 2 programs per SM: 32 lanes are a full 128-byte line of float32 and whole 32-byte sectors of
+# any dtype, so narrower tiles cost no extra bytes; the rest of the element budget makes the tile
+# taller.
+REDUCE_COLUMNS_MIN_BLOCK_INNER = 32
+# "split": taken only when one launch cannot give every SM a program (chains < SMs) and the time
+# model says the second launch pays for itself; it then aims at 2 programs per SM. The heuristic does not see the dtype, so the partial states are bounded
+# for the worst case: at most 16 bytes of state per output per split program (ARGMAX of float64:
+# value + int64 index), written once and read back once, against at least 1 byte per reduced
+# position (int8). Each split program folds at least this many reduced positions per output, so
+# that traffic is <= 2 x 16 / 1024 = 3.1% of the input (float32 SUM: 2 x 8 / 4096 = 0.4%), inside
+# the 1.05x bound on bytes moved.
+REDUCE_SPLIT_MIN_AXIS_PER_PROGRAM = 1024
+# Bytes an input element is counted at when the heuristic weighs a split's second launch against
+# one launch that leaves SMs idle (it does not see the dtype): float32's, the common case.
+REDUCE_ASSUMED_ELEMENT_BYTES = 4
 # Warps: 8 for tiles of at least this many elements, else 4 (a 1024-element tile is 8 per thread
 # at 4 warps).
 GPU_REDUCE_EIGHT_WARPS_FROM = 4096

@@ -25,8 +25,11 @@ from tritonml_autotune import devices, model, spaces
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Chains between 2 x 108 (A100) and 2 x 132 (H100): an H100 target splits the work, an A100 does not.
+# Chains between 2 x 108 (A100) and 2 x 132 (H100): an H100 target splits a scan, an A100 does not.
 BETWEEN_A100_AND_H100 = 240
+# Reductions split only when one launch leaves SMs idle: chains between 108 (A100) and 132 (H100)
+# SMs, over rows long enough that the split's second launch pays for itself on an H100.
+REDUCE_BETWEEN_A100_AND_H100, LONG_ROW = 120, 1 << 19
 
 
 @pytest.fixture(autouse=True)
@@ -139,14 +142,14 @@ def test_h100_target_runs_the_cuda_lookback_scan_on_cpu_tensors():
 
 
 def test_h100_target_runs_the_cuda_split_reduction_on_cpu_tensors():
-    x = torch.randn(4, 8192)
+    x = torch.randn(4, 1 << 16)
     run = lambda: tritonml.reduce(x, tritonml.ReduceFunction.SUM, (1,))  # noqa: E731
     expected = record_as_cuda(run)
     with tritonml.tuning.target("H100"):
         with _trace.record() as rec:
             result = run()
     assert describe(rec.launches) == expected
-    assert [launch.grid for launch in rec.launches] == [(4, 2), (4,)]  # split in two, then fold
+    assert [launch.grid for launch in rec.launches] == [(4, 16), (4,)]  # split, then fold
     torch.testing.assert_close(result, x.double().sum(1, keepdim=True).float())
     assert len(record(run, execute=False)) == 1  # the CPU never splits
 
@@ -161,20 +164,20 @@ def test_h100_target_picks_the_cuda_reduce_config_for_other_layouts(shape, axis)
 
 
 def test_a100_target_fills_108_sms_where_an_h100_needs_more_chains():
-    # Rows of 8192 floats: 240 chains fill an A100 (>= 216 programs) but not an H100 (< 264).
-    x = torch.empty(BETWEEN_A100_AND_H100, 8192)
-    out = torch.empty(BETWEEN_A100_AND_H100, 1)
+    # 120 long rows: one program per SM on an A100 (>= 108), not on an H100 (< 132).
+    x = torch.empty(REDUCE_BETWEEN_A100_AND_H100, LONG_ROW)
+    out = torch.empty(REDUCE_BETWEEN_A100_AND_H100, 1)
     layout = reduce_layout(tuple(x.shape), x.stride(), out.stride(), (1,), False)
     with tritonml.tuning.target("H100"):
         on_h100 = heuristics.reduce_config(layout, "cpu")
     with tritonml.tuning.target("A100"):
         on_a100 = heuristics.reduce_config(layout, "cpu")
-    assert (on_h100.regime, on_h100.splits) == ("split", 2)
+    assert (on_h100.regime, on_h100.splits) == ("split", 3)
     assert (on_a100.regime, on_a100.splits) == ("rows", 1)
     with tritonml.tuning.target("A100"):
         launches = record(lambda: tritonml.reduce(x, tritonml.ReduceFunction.SUM, (1,)),
                           execute=False)
-    assert [launch["grid"] for launch in launches] == [[BETWEEN_A100_AND_H100, 1]]
+    assert [launch["grid"] for launch in launches] == [[REDUCE_BETWEEN_A100_AND_H100, 1]]
 
     # A scan of 240 rows of 4096: look-back on an H100, one program per row on an A100.
     x = torch.empty(BETWEEN_A100_AND_H100, 4096)
