@@ -1,0 +1,164 @@
+"""Correctness on a real GPU: every op, dtype and regime the launchers pick for CUDA, against numpy.
+
+    python -m benchmarks.gpu_check [--dtypes float32,int8,...] [--quick]
+
+The test suite runs the kernels through Triton's interpreter on CPU tensors; this sweep runs the same
+public functions on CUDA tensors (compiled kernels), with shapes large enough that the launchers
+pick every GPU regime (rows, columns, look-back scans; row, column, split and several-axes
+reductions), in both directions, inclusive and exclusive, on contiguous and strided views. Each
+result is compared with the tests' independent oracles (numpy in float64 or exact integers, the
+bounds of ``benchmarks.tolerances``), outputs are poisoned first so an unwritten element fails, and
+each case runs twice to check the bits are deterministic. Without CUDA (or with ``--dry-run``) the
+same sweep runs on CPU tensors through the interpreter with tiny shapes.
+
+Prints one line per failure and a summary; exits 1 if anything failed.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(_ROOT, "tests"), _ROOT]
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import tritonml  # noqa: E402
+from tritonml._dtypes import DTYPE_BY_NAME, FLOAT_DTYPES, SUPPORTED_DTYPES, dtype_name  # noqa: E402
+
+import reduce_helpers  # noqa: E402
+import scan_oracle  # noqa: E402
+
+# (name, shape, axis): on CUDA these reach the rows, columns and look-back scan regimes.
+GPU_SCAN_SHAPES = (
+    ("rows", (300, 5000), 1),
+    ("columns", (5000, 300), 0),
+    ("lookback", (2, 2 ** 20 + 3), 1),
+    ("3d middle", (7, 999, 33), 1),
+)
+DRY_SCAN_SHAPES = (("rows", (4, 300), 1), ("columns", (300, 4), 0), ("3d middle", (3, 40, 5), 1))
+
+GPU_REDUCE_SHAPES = (
+    ("rows", (300, 5000), (1,)),
+    ("columns", (5000, 300), (0,)),
+    ("tall columns", (4096, 512), (0,)),
+    ("split", (2 ** 22 + 5,), None),
+    ("axes apart", (16, 64, 16, 64), (0, 2)),
+    ("inner axes", (33, 40, 50), (1, 2)),
+)
+DRY_REDUCE_SHAPES = (("rows", (4, 300), (1,)), ("columns", (300, 4), (0,)),
+                     ("axes apart", (3, 8, 5, 6), (0, 2)))
+
+
+def _poison(shape, dtype, device):
+    if dtype in FLOAT_DTYPES:
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+    return torch.full(shape, 77, dtype=dtype, device=device)
+
+
+def _strided(x: torch.Tensor) -> torch.Tensor:
+    """x's values in a view with a step of 2 along the last dim (a non-contiguous input)."""
+    buffer = torch.empty(*x.shape[:-1], 2 * x.shape[-1], dtype=x.dtype, device=x.device)
+    view = buffer[..., ::2]
+    view.copy_(x)
+    return view
+
+
+def _scan_input(shape, dtype, op, seed):
+    g = torch.Generator().manual_seed(seed)
+    if dtype in FLOAT_DTYPES:
+        if op == "product":
+            # Factors near 1, so a million-long running product stays normal: in the subnormal
+            # range every association order rounds differently, far beyond any ulp bound.
+            v = 1 + 1e-3 * torch.randn(shape, generator=g, dtype=torch.float64)
+            return v.to(dtype)
+        return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+    return reduce_helpers.make_input(shape, dtype, "SUM", seed)
+
+
+def check_scans(dtype, device, shapes, failures, counts):
+    for name, shape, axis in shapes:
+        for op, fn in (("sum", tritonml.cumulative_sum), ("product", tritonml.cumulative_product)):
+            x_cpu = _scan_input(shape, dtype, op, seed=len(failures) + counts[0])
+            x_np = scan_oracle.to_numpy(x_cpu)
+            for layout in ("contiguous", "strided"):
+                x = x_cpu.to(device)
+                if layout == "strided":
+                    x = _strided(x)
+                for reverse in (False, True):
+                    for exclusive in (False, True):
+                        label = (f"scan {op} {name} {shape} axis {axis} {layout} reverse={reverse} "
+                                 f"exclusive={exclusive} {dtype_name(dtype)}")
+                        counts[0] += 1
+                        try:
+                            out = _poison(shape, dtype, device)
+                            fn(x, axis, reverse=reverse, exclusive=exclusive, out=out)
+                            again = fn(x, axis, reverse=reverse, exclusive=exclusive)
+                            allowance = scan_oracle.accumulation_allowance(
+                                x_np, axis, op, reverse, exclusive, dtype)
+                            ok, message = scan_oracle.scan_matches(
+                                out.cpu(), x_np, axis, op, reverse, exclusive, allowance)
+                            if ok and reduce_helpers.bits(out.cpu()) != reduce_helpers.bits(again.cpu()):
+                                ok, message = False, "two runs differ in their bits"
+                        except Exception:
+                            ok, message = False, traceback.format_exc(limit=4)
+                        if not ok:
+                            failures.append(f"{label}: {message}")
+                            print("FAIL", failures[-1], flush=True)
+
+
+def check_reductions(dtype, device, shapes, failures, counts):
+    for name, shape, axes in shapes:
+        for function in reduce_helpers.FUNCTIONS:
+            if not reduce_helpers.supported(function, dtype):
+                continue
+            x_cpu = reduce_helpers.make_input(shape, dtype, function, seed=counts[1])
+            expected = reduce_helpers.expected_tensor(x_cpu, function, axes)
+            for layout in ("contiguous", "strided"):
+                x = x_cpu.to(device)
+                if layout == "strided":
+                    x = _strided(x)
+                label = f"reduce {function} {name} {shape} axes {axes} {layout} {dtype_name(dtype)}"
+                counts[1] += 1
+                try:
+                    out = _poison(tuple(expected.shape), expected.dtype, device)
+                    tritonml.reduce(x, function, axes, out=out)
+                    again = tritonml.reduce(x, function, axes)
+                    reduce_helpers.assert_matches(out.cpu(), expected, label)
+                    if reduce_helpers.bits(out.cpu()) != reduce_helpers.bits(again.cpu()):
+                        raise AssertionError("two runs differ in their bits")
+                except Exception:
+                    failures.append(f"{label}: {traceback.format_exc(limit=4)}")
+                    print("FAIL", failures[-1], flush=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_check",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dtypes", default=",".join(dtype_name(d) for d in SUPPORTED_DTYPES))
+    parser.add_argument("--ops", default="scan,reduce")
+    parser.add_argument("--dry-run", action="store_true", help="CPU tensors, tiny shapes")
+    args = parser.parse_args(argv)
+    gpu = torch.cuda.is_available() and not args.dry_run
+    device = "cuda" if gpu else "cpu"
+    dtypes = [DTYPE_BY_NAME[d.strip()] for d in args.dtypes.split(",") if d.strip()]
+    failures: list = []
+    counts = [0, 0]
+    for dtype in dtypes:
+        if "scan" in args.ops:
+            check_scans(dtype, device, GPU_SCAN_SHAPES if gpu else DRY_SCAN_SHAPES, failures, counts)
+        if "reduce" in args.ops:
+            check_reductions(dtype, device, GPU_REDUCE_SHAPES if gpu else DRY_REDUCE_SHAPES,
+                             failures, counts)
+        print(f"{dtype_name(dtype)}: done ({len(failures)} failures so far)", flush=True)
+    where = torch.cuda.get_device_name() if gpu else "CPU (interpreter)"
+    print(f"gpu_check on {where}: {counts[0]} scan and {counts[1]} reduce cases, "
+          f"{len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
