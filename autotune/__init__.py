@@ -1,8 +1,9 @@
 """Tile-size choice for tritonml's kernels (installed as the package ``tritonml_autotune``).
 
-``spaces`` holds the numbers as data; ``heuristics`` turns a canonical layout into a config (what
-the launchers use today), for the active target GPU (``devices``: shipped device facts, chosen with
-``tritonml.tuning.target`` or ``TRITONML_TARGET``); ``model`` is the time model those facts feed.
-``engine`` and ``cache`` are a general tuning engine with a persistent cache (docs/tuning.md), not
-yet wired to the launchers.
+``select`` is what the launchers ask: a config per problem, from the persistent cache (``engine``,
+``cache``), the shipped tables (``shipped``, ``tables/``), timing candidates (``candidates``) on a
+GPU, or the cost model (``cost``, on ``problem``'s sizes, ``compiled``'s registers and ``model``).
+``heuristics`` (numbers in ``spaces``) gives the first candidate and the interpreter's config;
+``devices`` holds the GPUs' facts and the active target; ``suite`` the benchmark suite's problems.
+``engine`` and ``cache`` import nothing from tritonml (docs/tuning.md).
 """

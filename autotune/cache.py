@@ -188,6 +188,24 @@ class TuningCache:
             # What other processes wrote is now ours too; our own entries win for our keys.
             self._entries = {**merged, **self._entries}
 
+    def entries(self) -> dict[str, dict]:
+        """Every stored entry by key text, as the file holds them now (re-read), merged with this
+        process's own."""
+        with self._lock:
+            return {**read_entries(self.path), **self._loaded()}
+
+    def clear(self) -> None:
+        """Forget every entry, in memory and on disk (the file is removed under the lock)."""
+        with self._lock:
+            self._entries = {}
+            if not self.path.parent.is_dir():
+                return
+            with _file_lock(self.path):
+                try:
+                    self.path.unlink()
+                except FileNotFoundError:
+                    pass
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._loaded())

@@ -11,12 +11,14 @@ Nothing here knows about tritonml's kernels. A caller brings
 
 ``tune`` returns a ``Choice``: the config and where it came from. Timing runs once per key; its
 winner goes to the persistent cache (``cache.py``) and is "cached" from then on, in this process and
-in later ones. Modeled choices are not stored: they are cheap to recompute, and storing one would
-keep a later GPU run from timing that key.
+in later ones. ``tune`` does not store modeled choices: they are cheap to recompute. A caller may
+record one (``record_modeled``, for a listing such as ``tritonml tune --show``); lookups skip such
+entries, so a later GPU run still times that key.
 
 Timing is on unless ``TRITONML_AUTOTUNE=0`` (also ``false``, ``off``, ``no``) is in the environment;
 ``set_timing(True/False)`` and the ``timing(...)`` context manager override the environment in this
-process, ``set_timing(None)`` returns to it.
+process, ``set_timing(None)`` returns to it. ``using_timer(timer)`` replaces ``do_bench`` in
+benchmarks built by ``bench_with`` (tests inject a deterministic timer this way).
 """
 from __future__ import annotations
 
@@ -81,7 +83,7 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
-_VERSION_FIELDS = ("triton", "torch", "version")
+VERSION_FIELDS = ("triton", "torch", "version")
 
 
 def make_key(*, version: str, **fields: Any) -> dict:
@@ -91,7 +93,7 @@ def make_key(*, version: str, **fields: Any) -> dict:
     Put everything a timing depends on into ``fields``: the kernel's name, the device (name or
     compute capability), dtypes, size buckets (``log2_bucket``), flags.
     """
-    clash = set(fields) & set(_VERSION_FIELDS)
+    clash = set(fields) & set(VERSION_FIELDS)
     if clash:
         raise ValueError(f"make_key fields {sorted(clash)} are reserved for versions")
     key = dict(fields, triton=_dist_version("triton"), torch=_dist_version("torch"),
@@ -140,13 +142,28 @@ def do_bench_seconds(fn: Callable[[], Any]) -> float:
     return do_bench(fn, return_mode="median") / 1e3
 
 
-def bench_with(build: Callable[[Config], Callable[[], Any]],
-               timer: Callable[[Callable[[], Any]], float] | None = None) -> Benchmark:
-    """A benchmark for ``tune``: ``build(config)`` makes a no-argument callable (allocating outside
-    the timed region), ``timer`` times it (default ``do_bench_seconds``; tests pass their own)."""
-    time_fn = do_bench_seconds if timer is None else timer
+Timer = Callable[[Callable[[], Any]], float]
+_timer_override: Timer | None = None
 
+
+@contextmanager
+def using_timer(timer: Timer | None):
+    """Benchmarks from ``bench_with`` without a timer of their own time with ``timer`` (None:
+    ``do_bench_seconds``) while the block runs, in every thread."""
+    global _timer_override
+    previous = _timer_override
+    _timer_override = timer
+    try:
+        yield
+    finally:
+        _timer_override = previous
+
+
+def bench_with(build: Callable[[Config], Callable[[], Any]], timer: Timer | None = None) -> Benchmark:
+    """A benchmark for ``tune``: ``build(config)`` makes a no-argument callable (allocating outside
+    the timed region), ``timer`` times it (default: ``using_timer``'s, else ``do_bench_seconds``)."""
     def benchmark(config: Config) -> float:
+        time_fn = timer or _timer_override or do_bench_seconds
         return time_fn(build(config))
     return benchmark
 
@@ -167,7 +184,8 @@ def _canonical(config: Config) -> str:
 
 def _cached_choice(cache: TuningCache, key: dict, by_text: dict[str, Config]) -> Choice | None:
     entry = cache.get(key)
-    if entry is None:
+    # A recorded modeled choice is for listings only: it must not keep the key from being timed.
+    if entry is None or entry.get("source") == MODELED:
         return None
     config = by_text.get(_canonical(entry["config"]))
     # A stored winner that is no longer a candidate (the space changed) does not count.
@@ -196,6 +214,29 @@ def _time(candidates: Sequence[Config], benchmark: Benchmark) -> tuple[Config, f
     return best
 
 
+def _by_text(candidates: Sequence[Config]) -> dict[str, Config]:
+    by_text: dict[str, Config] = {}
+    for config in candidates:
+        by_text.setdefault(_canonical(config), config)
+    return by_text
+
+
+def lookup(key: dict, candidates: Iterable[Config], *, cache: TuningCache | None = None) -> Choice | None:
+    """The timed winner stored for ``key`` if it is still among ``candidates`` ("cached"), else None."""
+    cache = default_cache() if cache is None else cache
+    return _cached_choice(cache, key, _by_text(list(candidates)))
+
+
+def record_modeled(key: dict, config: Config, *, cache: TuningCache | None = None) -> None:
+    """Store ``config`` for ``key`` marked ``"source": "modeled"``, unless a timed winner is
+    stored there already. Lookups skip such entries (see the module docstring)."""
+    cache = default_cache() if cache is None else cache
+    _canonical(config)
+    existing = cache.get(key)
+    if existing is None or existing.get("source") == MODELED:
+        cache.put(key, {"config": config, "source": MODELED})
+
+
 def tune(key: dict, candidates: Iterable[Config], *, cost_model: CostModel | None = None,
          benchmark: Benchmark | None = None, cache: TuningCache | None = None) -> Choice:
     """Choose a config for ``key`` among ``candidates``.
@@ -208,9 +249,7 @@ def tune(key: dict, candidates: Iterable[Config], *, cost_model: CostModel | Non
     candidates = list(candidates)
     if not candidates:
         raise ValueError("tune needs at least one candidate config")
-    by_text: dict[str, Config] = {}
-    for config in candidates:
-        by_text.setdefault(_canonical(config), config)
+    by_text = _by_text(candidates)
     cache = default_cache() if cache is None else cache
 
     choice = _cached_choice(cache, key, by_text)
@@ -222,7 +261,7 @@ def tune(key: dict, candidates: Iterable[Config], *, cost_model: CostModel | Non
             if choice is not None:
                 return choice
             config, seconds = _time(candidates, benchmark)
-            cache.put(key, {"config": config, "seconds": seconds})
+            cache.put(key, {"config": config, "seconds": seconds, "source": TIMED})
             return Choice(config, TIMED, seconds)
     if cost_model is not None:
         return Choice(min(candidates, key=cost_model), MODELED)

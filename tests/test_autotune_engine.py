@@ -310,7 +310,7 @@ def test_a_damaged_file_warns_once_is_treated_as_empty_and_is_replaced(isolated_
     stored = json.loads(path.read_text())
     assert stored == {"schema": tcache.SCHEMA_VERSION,
                       "entries": {tcache.key_string({"k": 9}): {
-                          "config": {"BLOCK": 128, "num_warps": 4}, "seconds": 1e-5}}}
+                          "config": {"BLOCK": 128, "num_warps": 4}, "seconds": 1e-5, "source": "timed"}}}
 
 
 def test_an_unwritable_cache_directory_warns_once_and_keeps_results_in_memory(tmp_path, monkeypatch):
@@ -335,3 +335,41 @@ def test_the_cache_and_engine_never_import_pickle_or_other_code_loaders():
             elif isinstance(node, ast.ImportFrom) and node.module:
                 imported.add(node.module.split(".")[0])
         assert not imported & {"pickle", "cPickle", "dill", "marshal", "shelve", "cloudpickle"}, name
+
+
+# ---------------------------------------------------------------------------------------------
+# Injected timers, recorded modeled choices, listing and clearing
+
+def test_using_timer_times_benchmarks_without_their_own_timer_and_restores_the_default():
+    def build(config):
+        return lambda: config["BLOCK"]
+    benchmark = engine.bench_with(build)
+    with engine.using_timer(lambda fn: FAKE_SECONDS[fn()]):
+        assert engine.tune({"k": 20}, CANDIDATES, benchmark=benchmark).config["BLOCK"] == 128
+        with engine.using_timer(lambda fn: 1.0 / fn()):  # innermost wins
+            assert engine.tune({"k": 21}, CANDIDATES, benchmark=benchmark).config["BLOCK"] == 256
+    assert engine._timer_override is None
+
+
+def test_a_recorded_modeled_choice_is_listed_but_never_returned_nor_over_a_timed_one(isolated_cache):
+    engine.record_modeled({"k": 22}, CANDIDATES[2])
+    assert engine.lookup({"k": 22}, CANDIDATES) is None
+    stored = tcache.default_cache().entries()
+    assert stored == {tcache.key_string({"k": 22}): {"config": CANDIDATES[2], "source": "modeled"}}
+    calls = []
+    assert engine.tune({"k": 22}, CANDIDATES, benchmark=counting_benchmark(calls)).source == engine.TIMED
+    engine.record_modeled({"k": 22}, CANDIDATES[0])
+    assert engine.lookup({"k": 22}, CANDIDATES) == engine.Choice(CANDIDATES[1], engine.CACHED, 1e-5)
+
+
+def test_entries_see_other_processes_and_clear_removes_the_file(isolated_cache):
+    engine.tune({"k": 23}, CANDIDATES, benchmark=counting_benchmark([]))
+    finish(run_python("""
+        from tritonml_autotune import engine
+        engine.tune({"k": 24}, [{"B": 1}, {"B": 2}], benchmark=lambda c: float(c["B"]))
+    """, isolated_cache))
+    cache = tcache.default_cache()
+    assert set(cache.entries()) == {tcache.key_string({"k": 23}), tcache.key_string({"k": 24})}
+    cache.clear()
+    assert not cache_file(isolated_cache).exists() and len(cache) == 0
+    assert engine.lookup({"k": 23}, CANDIDATES) is None

@@ -21,7 +21,7 @@ import tritonml.tuning
 import tritonml_autotune.heuristics as heuristics
 from tritonml import _trace
 from tritonml._layout import axis_layout, reduce_layout
-from tritonml_autotune import devices, model, spaces
+from tritonml_autotune import devices, model, select, spaces
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -46,9 +46,11 @@ def describe(launches) -> list:
 
 
 def record_as_cuda(run, execute=False) -> list:
-    """The launches of ``run()`` with the heuristics choosing as for a CUDA device."""
+    """The launches of ``run()`` with configs chosen as for a CUDA device (an H100): the heuristics
+    patched for launchers that call them, ``select.gpu_of`` for launchers wired to ``select``."""
     scan_config, reduce_config = heuristics.scan_config, heuristics.reduce_config
-    with mock.patch.object(heuristics, "scan_config",
+    with mock.patch.object(select, "gpu_of", lambda _device: devices.active() or devices.H100), \
+         mock.patch.object(heuristics, "scan_config",
                            lambda layout, _type, _device=None, acc_bytes=8:
                            scan_config(layout, "cuda", None, acc_bytes)), \
          mock.patch.object(heuristics, "reduce_config",

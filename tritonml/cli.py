@@ -1,4 +1,4 @@
-"""The ``tritonml`` command: ``demo``, ``info``, and the descriptor commands ``run``/``validate``."""
+"""The ``tritonml`` command: ``demo``, ``info``, ``tune``, and the descriptor commands ``run``/``validate``."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,8 @@ from . import __version__, _dml_cli
 # Shown by --help: plain text (the module docstring is RST, for readers of the code).
 DESCRIPTION = ("DirectML's cumulative sum, cumulative product and reduce operators as Triton "
                "kernels. 'demo' runs DirectML's documented examples, 'info' shows versions and the "
-               "backend, 'run' and 'validate' take DirectML operator descriptors (JSON files).")
+               "backend, 'tune' chooses and caches launch configs for a GPU, 'run' and 'validate' take "
+               "DirectML operator descriptors (JSON files).")
 
 
 def _format(values) -> str:
@@ -57,6 +58,140 @@ def cmd_info(args) -> int:
     return 0
 
 
+TUNE_DESCRIPTION = (
+    "Choose launch configs for a GPU and store them in the tuning cache. On a CUDA device every "
+    "candidate config is timed (triton.testing.do_bench) and the fastest is stored; without one "
+    "(give --target) the cost model's choice is recorded, marked 'modeled'. Defaults: the "
+    "benchmark suite's problems. --show lists the cache, --clear empties it. See docs/tuning.md.")
+
+
+def _tune_work(args) -> list:
+    """(suite item, dtype name) pairs the arguments ask for."""
+    from tritonml_autotune import suite
+
+    from . import tuning
+
+    known = tuning.op_names()
+    ops = None
+    if args.ops:
+        names = [name.strip() for name in args.ops.split(",") if name.strip()]
+        ops = list(known) if names == ["all"] else names
+        unknown = [name for name in ops if name not in known and name.upper() not in known]
+        if unknown:
+            raise ValueError(f"--ops: unknown {', '.join(unknown)}; known: all, {', '.join(known)}")
+        ops = [name if name in known else name.upper() for name in ops]
+    dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()] if args.dtypes else None
+    from ._dtypes import DTYPE_BY_NAME
+    unknown = [d for d in dtypes or () if d not in DTYPE_BY_NAME]
+    if unknown:
+        raise ValueError(f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(DTYPE_BY_NAME)}")
+    if args.shapes:
+        shapes = tuning.parse_shapes(args.shapes)
+        items = [suite.Item(op, shape, axes, tuple(dtypes or suite.DTYPES))
+                 for op in (ops or ["cumulative_sum", "SUM"]) for shape, axes in shapes
+                 if op not in tuning.SCAN_OPS or (axes is not None and len(axes) == 1)]
+    else:
+        items = [item for item in suite.ITEMS if ops is None or item.op in ops]
+    return [(item, dtype) for item in items for dtype in (dtypes or item.dtypes)]
+
+
+def _tune_rows(entries: dict) -> list:
+    import json
+
+    rows = []
+    for key_text, entry in sorted(entries.items()):
+        key = json.loads(key_text)
+        seconds = entry.get("seconds")
+        rows.append((key.get("device", "?"), key.get("op", "?"), key.get("function", "?"),
+                     key.get("dtype", "?"), key.get("axis", "?"), key.get("inner", "?"),
+                     key.get("outer", "?"), key.get("layout", "?"),
+                     tuning_config_text(entry["config"]), entry.get("source", "timed"),
+                     "" if seconds is None else f"{seconds * 1e6:.1f}"))
+    return rows
+
+
+def tuning_config_text(fields: dict) -> str:
+    from .tuning import config_text
+    try:
+        return config_text(fields)
+    except (KeyError, TypeError):
+        return str(fields)
+
+
+TUNE_HEADER = ("device", "op", "function", "dtype", "axis", "inner", "outer", "layout", "config",
+               "source", "us")
+
+
+def cmd_tune(args) -> int:
+    import torch
+    from tqdm import tqdm
+
+    from tritonml_autotune import devices, engine, select, shipped
+    from tritonml_autotune.cache import default_cache
+
+    from . import tuning
+
+    cache = default_cache()
+    if args.clear:
+        count = len(cache.entries())
+        cache.clear()
+        select.forget()
+        print(f"removed {count} entries from {cache.path}")
+        return 0
+    if args.show:
+        rows = _tune_rows(cache.entries())
+        print(f"{len(rows)} entries in {cache.path}")
+        if rows:
+            print(tuning.markdown_table(TUNE_HEADER, rows))
+        return 0
+    try:
+        work = _tune_work(args)
+        target = devices.lookup(args.target, "--target") if args.target else None
+    except ValueError as exc:
+        print(f"tritonml tune: {exc}", file=sys.stderr)
+        return 2
+    cuda = _tuning_device()
+    if target is None and cuda is None:
+        print("tritonml tune: no CUDA device here to time on; give --target H100 or A100 to "
+              "record the cost model's choices", file=sys.stderr)
+        return 2
+    device = cuda if cuda is not None else torch.device("cpu")
+    gpu = target if target is not None else select.cuda_gpu(cuda)
+    # Timing measures the GPU it runs on: with a target naming another GPU, the model chooses.
+    can_time = cuda is not None and engine.timing_enabled() and select.cuda_gpu(cuda) == gpu
+    table, results = {}, []
+    with devices.targeting(gpu):
+        for item, dtype_text in tqdm(work, desc="tritonml tune", unit="problem", file=sys.stderr):
+            dtype = getattr(torch, dtype_text)
+            plan, layout = tuning.plan_for(item, dtype, device)
+            if can_time:
+                runner = tuning.runner_factory(item, dtype, device, layout)
+                choice = select.decide(plan, runner, use_table=False, cache=cache)
+            else:
+                choice = select.modeled(plan)
+                engine.record_modeled(plan.key, select.fields(choice.config), cache=cache)
+            fields = select.fields(choice.config)
+            source = engine.MODELED if choice.source == engine.MODELED else engine.TIMED
+            entry = {"config": fields, "source": source, "generator": select.version()}
+            if choice.seconds is not None:
+                entry["seconds"] = choice.seconds
+            table[shipped.table_key(plan.key)] = entry
+            results.append((item.label, dtype_text, tuning.config_text(fields), choice.source))
+    select.forget()
+    print(tuning.markdown_table(("problem", "dtype", "config", "source"), results))
+    print(f"{len(results)} problems; cache: {cache.path}")
+    if args.write_table:
+        shipped.write(args.write_table, gpu.name, table)
+        print(f"wrote {len(table)} entries to {args.write_table}")
+    return 0
+
+
+def _tuning_device():
+    """The CUDA device to time on, or None."""
+    import torch
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tritonml", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"tritonml {__version__}")
@@ -70,6 +205,20 @@ def build_parser() -> argparse.ArgumentParser:
                           description="Print the versions of tritonml, torch and triton, the "
                                       "device, and whether kernels run compiled or interpreted.")
     info.set_defaults(handler=cmd_info)
+    tune = sub.add_parser("tune", help="choose and cache launch configs for a GPU",
+                          description=TUNE_DESCRIPTION)
+    tune.add_argument("--ops", help="comma-separated: cumulative_sum, cumulative_product, reduce "
+                                    "functions (SUM, ARGMAX, ...), or all (default: the suite's)")
+    tune.add_argument("--shapes", help="comma-separated SIZExSIZE[:AXIS[+AXIS]|:all], e.g. "
+                                       "4096x4096:0,1x1048576:1 (default: the benchmark suite)")
+    tune.add_argument("--dtypes", help="comma-separated dtype names (default: float32,float16,int32)")
+    tune.add_argument("--target", help="the GPU to choose for: H100 or A100 (default: this CUDA "
+                                       "device)")
+    tune.add_argument("--write-table", metavar="FILE",
+                      help="also write the choices as a shipped table (autotune/tables/H100.json)")
+    tune.add_argument("--show", action="store_true", help="print the cache as a table")
+    tune.add_argument("--clear", action="store_true", help="remove every cache entry")
+    tune.set_defaults(handler=cmd_tune)
     _dml_cli.add_subcommands(sub)
     return parser
 

@@ -41,3 +41,133 @@ def device(name: str) -> Device:
 def targets() -> tuple:
     """The known target names."""
     return tuple(sorted(devices.DEVICES))
+
+
+# ---------------------------------------------------------------------------------------------
+# Tuning problems ahead of time (``tritonml tune``; docs/tuning.md)
+# ---------------------------------------------------------------------------------------------
+SCAN_OPS = {"cumulative_sum": "sum", "cumulative_product": "product"}
+
+
+def op_names() -> tuple:
+    """Every op ``tritonml tune --ops`` knows: the two scans and the reduce functions."""
+    from ._reduce_function import ReduceFunction
+    return tuple(SCAN_OPS) + tuple(f.name for f in ReduceFunction)
+
+
+def parse_shapes(text: str) -> list:
+    """``"4096x4096:0,1x1048576:1,64x64x64:0+2,1024:all"`` -> [(shape, axes)]: axes joined by "+",
+    "all" (reduce every axis), or left out (the last axis)."""
+    problems = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        shape_text, _, axes_text = part.partition(":")
+        try:
+            shape = tuple(int(size) for size in shape_text.lower().split("x"))
+            axes = (None if axes_text.strip() == "all" else
+                    (len(shape) - 1,) if not axes_text.strip() else
+                    tuple(int(a) % len(shape) for a in axes_text.split("+")))
+        except ValueError:
+            raise ValueError(f"--shapes: cannot read {part!r}; write SIZExSIZE[:AXIS[+AXIS]|:all], "
+                             "e.g. 4096x4096:0") from None
+        if not shape or min(shape) < 1:
+            raise ValueError(f"--shapes: {part!r} needs sizes >= 1")
+        problems.append((shape, axes))
+    return problems
+
+
+def _strides(shape) -> tuple:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def plan_for(item, dtype, device):
+    """The ``tritonml_autotune.select`` plan for a suite ``item`` (a contiguous input)."""
+    from tritonml_autotune import select
+    from ._layout import axis_layout, reduce_layout
+
+    shape = tuple(item.shape)
+    if item.op in SCAN_OPS:
+        if item.axes is None or len(item.axes) != 1:
+            raise ValueError(f"{item.label}: a scan takes exactly one axis")
+        layout = axis_layout(shape, _strides(shape), _strides(shape), item.axes[0])
+        return select.plan_scan(layout, dtype, device, SCAN_OPS[item.op]), layout
+    axes = tuple(range(len(shape))) if item.axes is None else tuple(sorted(set(item.axes)))
+    out_shape = tuple(1 if i in axes else size for i, size in enumerate(shape))
+    layout = reduce_layout(shape, _strides(shape), _strides(out_shape), axes,
+                           item.op in ("ARGMAX", "ARGMIN"))
+    return select.plan_reduce(layout, dtype, device, item.op), layout
+
+
+def runner_factory(item, dtype, device, layout):
+    """``make_runner`` for ``item`` on ``device``: each config launches the op into scratch
+    tensors allocated once (zeros: timing does not depend on the values)."""
+    import torch
+
+    from .ops.reduce import COMBINES, launch_reduce
+    from .ops.scan import PRODUCT, SUM, launch_scan
+    from ._reduce_function import ReduceFunction
+
+    scratch = {}
+
+    def tensors():
+        if not scratch:
+            x = torch.zeros(item.shape, dtype=dtype, device=device)
+            if item.op in SCAN_OPS:
+                out = torch.empty_like(x)
+            else:
+                axes = range(len(item.shape)) if item.axes is None else item.axes
+                out_shape = [1 if i in axes else s for i, s in enumerate(item.shape)]
+                out_dtype = torch.int64 if item.op in ("ARGMAX", "ARGMIN") else dtype
+                out = torch.empty(out_shape, dtype=out_dtype, device=device)
+            scratch.update(x=x, out=out)
+        return scratch["x"], scratch["out"]
+
+    def make_runner(config):
+        x, out = tensors()
+        if item.op in SCAN_OPS:
+            combine = SUM if item.op == "cumulative_sum" else PRODUCT
+            return lambda: launch_scan(x, out, layout, combine, reverse=False, exclusive=False,
+                                       config=config)
+        combine = COMBINES[ReduceFunction[item.op]]
+        return lambda: launch_reduce(x, out, layout, combine, config)
+    return make_runner
+
+
+def config_text(fields: dict) -> str:
+    """A config in one short cell: "columns 256x16 w8", "split 128x32 w8 s3"."""
+    text = f"{fields['regime']} {fields['block_axis']}x{fields['block_inner']} w{fields['num_warps']}"
+    return text + (f" s{fields['splits']}" if fields.get("splits", 1) > 1 else "")
+
+
+def markdown_table(header: tuple, rows: list) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def suite_choices_table(target_name: str) -> str:
+    """The cost model's choice for every problem of the benchmark suite on ``target_name``, as the
+    markdown table docs/tuning.md shows (tests check that the two agree)."""
+    import torch
+
+    from tritonml_autotune import cost, select, suite
+
+    rows = []
+    with target(target_name):
+        for item in suite.ITEMS:
+            for dtype_text in item.dtypes:
+                dtype = getattr(torch, dtype_text)
+                plan, _ = plan_for(item, dtype, None)
+                choice = select.modeled(plan)
+                fields = select.fields(choice.config)
+                estimate = cost.estimate(plan.problem, fields, plan.gpu)
+                programs = " + ".join(str(launch.programs) for launch in estimate.launches)
+                ideal = cost.model_ideal_seconds(plan.problem, plan.gpu)
+                rows.append((item.label, dtype_text, config_text(plan.heuristic),
+                             config_text(fields), programs, estimate.registers,
+                             f"{estimate.seconds / ideal:.2f}x"))
+    return markdown_table(("problem", "dtype", "heuristics", "cost model", "programs",
+                           "registers", "modeled / ideal"), rows)

@@ -1,0 +1,111 @@
+"""Regenerate autotune/tables/compiled.json: registers and spills of the kernels, per tile, for sm_80 and sm_90.
+
+    python autotune/scripts/compile_facts.py            (from the repository root; no GPU needed)
+
+The cost model (``tritonml_autotune.compiled``) reads the JSON instead of compiling at run time:
+compiling one launch takes ptxas about a second, too slow for a config choice. Each entry is one
+launch recorded with a forced config (``tritonml._trace.record(execute=False)``) and compiled for
+both archs by ``benchmarks/gpu_compile.py`` (compiled Triton in worker processes, one per core).
+A tool of the repository, not part of the installed package: it imports tritonml and benchmarks.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+import tritonml  # noqa: E402,F401  (first: chooses interpreted Triton, so recording runs nothing)
+from tritonml import _trace  # noqa: E402
+from tritonml._config import ReduceConfig, ScanConfig  # noqa: E402
+from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes  # noqa: E402
+from tritonml.ops.scan import SUM, cumulative_scan  # noqa: E402
+from tritonml_autotune import compiled  # noqa: E402
+
+from benchmarks.gpu_compile import compile_in_subprocess, describe  # noqa: E402
+
+OUTPUT = ROOT / "autotune" / "tables" / compiled.FILE_NAME
+ARCHS = (80, 90)
+# Tile elements measured per kernel, with the warps the candidates use at that size
+# (``tritonml_autotune.candidates``); lanes along the inner dim: 1, 32 and 128.
+SCAN_ELEMENTS = (512, 1024, 2048)
+REDUCE_ELEMENTS = (1024, 2048, 4096)
+LANES = (1, 32, 128)
+# The reduce functions that stand for each state class (compiled.STATE_CLASS).
+REDUCE_FUNCTIONS = {"value": "SUM", "value+index": "ARGMAX"}
+
+
+def _scan_launches(dtype, elements, lanes):
+    x = torch.empty(256, 8192, dtype=dtype)
+    block_axis = elements // lanes
+    warps = compiled.scan_warps(elements)
+    for kernel, regime, axis in (("scan_tiled", "rows" if lanes == 1 else "columns", 1 if lanes == 1 else 0),
+                                 ("scan_lookback", "lookback", 1 if lanes == 1 else 0)):
+        config = ScanConfig(regime, block_axis, lanes, warps)
+        with _trace.record(execute=False) as rec:
+            cumulative_scan(x, axis, SUM, config=config)
+        yield kernel, "value", rec.launches[-1]
+
+
+def _reduce_launches(dtype, elements, lanes):
+    x = torch.empty(8192, 256, dtype=dtype) if lanes > 1 else torch.empty(256, 8192, dtype=dtype)
+    axes = (0,) if lanes > 1 else (1,)
+    warps = compiled.reduce_warps(elements)
+    for state, function in REDUCE_FUNCTIONS.items():
+        combine = COMBINES[ReduceFunction[function]]
+        one = ReduceConfig("columns" if lanes > 1 else "rows", elements // lanes, lanes, warps)
+        split = ReduceConfig("split", elements // lanes, lanes, warps, 8, min(64, 4096 // lanes))
+        with _trace.record(execute=False) as rec:
+            reduce_axes(x, axes, combine, config=one)
+            reduce_axes(x, axes, combine, config=split)
+        first, split_first, partials = rec.launches
+        yield "reduce", state, first
+        yield "reduce_split", state, split_first
+        yield "reduce_partials", state, partials
+
+
+def launches():
+    """(input dtype class, kernel, state class, launch) for every measured tile."""
+    for rep in compiled.DTYPE_CLASSES:
+        dtype = getattr(torch, rep)
+        for elements, lanes in itertools.product(SCAN_ELEMENTS, LANES):
+            for launch in _scan_launches(dtype, elements, lanes):
+                yield (rep, *launch)
+        for elements, lanes in itertools.product(REDUCE_ELEMENTS, LANES):
+            for launch in _reduce_launches(dtype, elements, lanes):
+                yield (rep, *launch)
+
+
+def main() -> None:
+    descriptions, cases = [], []
+    for dtype, kernel, state, launch in launches():
+        meta = launch.meta
+        tile = ((meta["BLOCK_SPLIT"], meta["BLOCK_INNER"]) if kernel == "reduce_partials"
+                else (meta["BLOCK_AXIS"], meta["BLOCK_INNER"]))
+        cases.append(dict(kernel=kernel, state=state, dtype=dtype,
+                          block_axis=tile[0], block_inner=tile[1], num_warps=meta["num_warps"]))
+        descriptions.append(describe(launch))
+    results = compile_in_subprocess(descriptions, archs=ARCHS)
+    entries = []
+    for i, result in enumerate(results):
+        if not result["ok"]:
+            raise RuntimeError(f"{cases[i // len(ARCHS)]} failed for sm_{result['arch']}: "
+                               f"{result['error']}")
+        entries.append(dict(cases[i // len(ARCHS)], arch=result["arch"],
+                            registers=result["registers"],
+                            spill_bytes=max(result.get("stack_bytes", 0),
+                                            result.get("local_bytes", 0))))
+    import triton
+    data = {"schema": compiled.SCHEMA_VERSION, "triton": triton.__version__,
+            "generator": "autotune/scripts/compile_facts.py", "entries": entries}
+    OUTPUT.write_text(json.dumps(data, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {len(entries)} entries to {OUTPUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
