@@ -71,9 +71,13 @@ def state_bytes(function: str, dtype: torch.dtype) -> int:
 # The GPU a choice is for
 # ---------------------------------------------------------------------------------------------
 def cuda_gpu(device: torch.device) -> Device:
-    """The facts of a CUDA device, whatever the target."""
+    """The facts of a CUDA device, whatever the target. A CUDA device that cannot be queried (fake
+    CUDA tensors while torch traces on a machine without one) gets an H100's facts."""
     index = torch.device(device).index
-    return _cuda_facts(torch.cuda.current_device() if index is None else index)
+    try:
+        return _cuda_facts(torch.cuda.current_device() if index is None else index)
+    except (AssertionError, RuntimeError):  # torch without CUDA, or no driver
+        return devices.H100
 
 
 @functools.lru_cache(maxsize=None)

@@ -20,6 +20,7 @@ import torch
 
 import tritonml
 from tritonml.ops.reduce import reduce_axes
+from tritonml._triton_compat import launch_counts
 from tritonml.ops.scan import SUM, cumulative_scan
 
 
@@ -27,6 +28,7 @@ def per_call_us(fn, calls: int, sync) -> float:
     fn()
     sync()
     best = float("inf")
+    launch_counts["bound"] = 0
     for _ in range(3):
         start = time.perf_counter()
         for _ in range(calls):
@@ -65,10 +67,12 @@ def main(argv=None) -> int:
     calls = args.calls if gpu else 5
     where = torch.cuda.get_device_name() if gpu else "CPU interpreter (meaningless)"
     print(f"warm per-call time on {where}, (16, 256) float32, best of 3 loops of {calls} calls")
-    print("| call | µs per call |")
-    print("|---|---:|")
+    print("| call | µs per call | launches through JITFunction.run per call |")
+    print("|---|---:|---:|")
     for name, fn in cases(device):
-        print(f"| {name} | {per_call_us(fn, calls, sync):.1f} |", flush=True)
+        us = per_call_us(fn, calls, sync)
+        through_jit = f"{launch_counts['bound'] / (3 * calls):.2f}" if gpu else "-"
+        print(f"| {name} | {us:.1f} | {through_jit} |", flush=True)
     # Triton's own share: the recorded launches of two ops, relaunched straight through the
     # JIT function (no tritonml code in the loop).
     from tritonml import _trace
@@ -80,7 +84,7 @@ def main(argv=None) -> int:
         launch = recorder.launches[-1]
         relaunch = lambda launch=launch: launch.kernel[launch.grid](*launch.args, **launch.meta)  # noqa: E731
         print(f"| {name}: Triton launch alone ({launch.name}) | "
-              f"{per_call_us(relaunch, calls, sync):.1f} |", flush=True)
+              f"{per_call_us(relaunch, calls, sync):.1f} | 1.00 |", flush=True)
     return 0
 
 

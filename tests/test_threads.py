@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 import tritonml
-from tritonml import _backend, _trace
+from tritonml import _backend, _trace, _triton_compat
 from reduce_helpers import FUNCTIONS, assert_matches, expected_tensor
 from scan_oracle import scan_matches, to_numpy
 
@@ -70,6 +70,11 @@ def test_compiled_launches_do_not_take_the_interpreter_lock(monkeypatch):
     """With compiled Triton (a GPU), launches from several threads must not be serialized."""
     monkeypatch.setattr(_backend, "INTERPRET", False)
     monkeypatch.setattr(torch.library, "wrap_triton", lambda kernel: kernel)  # a stand-in kernel
+
+    def launch_compiled(kernel, grid, args, meta):
+        kernel[grid](*args, **meta)
+        return True
+    monkeypatch.setattr(_triton_compat, "launch_compiled", launch_compiled)
     probe = _LockProbe()
     _trace.launch(probe, (1,), 0)
     assert probe.held == [False]

@@ -19,7 +19,7 @@ import torch
 import tritonml
 import tritonml.tuning
 import tritonml_autotune.heuristics as heuristics
-from tritonml import _trace
+from tritonml import _plan, _trace
 from tritonml._layout import axis_layout, reduce_layout
 from tritonml_autotune import devices, model, select, spaces
 
@@ -56,7 +56,12 @@ def record_as_cuda(run, execute=False) -> list:
          mock.patch.object(heuristics, "reduce_config",
                            lambda layout, _type, _device=None: reduce_config(layout, "cuda")), \
          _trace.record(execute=execute) as rec:
-        run()
+        # Plans remembered before (or made under) the patches would hide (or leak) them.
+        _plan.clear()
+        try:
+            run()
+        finally:
+            _plan.clear()
     return describe(rec.launches)
 
 
@@ -204,7 +209,7 @@ def test_no_target_leaves_the_choice_to_the_device_type():
 
 _CHILD = """
 import json, torch, tritonml
-from tritonml import _trace
+from tritonml import _plan, _trace
 x = torch.empty(4, 8192)
 with _trace.record(execute=False) as rec:
     tritonml.reduce(x, tritonml.ReduceFunction.SUM, (1,))

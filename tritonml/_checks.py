@@ -110,12 +110,17 @@ def normalize_axes(axes, rank: int) -> tuple:
     return tuple(sorted(seen))
 
 
+def span_bytes(t: torch.Tensor) -> int:
+    """Bytes from ``t``'s first element to the end of its last (0 for an empty tensor)."""
+    if t.numel() == 0:
+        return 0
+    return (last_offset(t.shape, t.stride()) + 1) * t.element_size()
+
+
 def byte_span(t: torch.Tensor) -> tuple[int, int]:
     """[first, last) bytes of memory ``t`` can address (empty tensors address nothing)."""
     start = t.data_ptr()
-    if t.numel() == 0:
-        return start, start
-    return start, start + (last_offset(t.shape, t.stride()) + 1) * t.element_size()
+    return start, start + span_bytes(t)
 
 
 def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -123,13 +128,16 @@ def same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
             and a.dtype == b.dtype)
 
 
-def overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Conservative: byte ranges of two tensors intersect (views that interleave count too)."""
-    if a.device != b.device or a.numel() == 0 or b.numel() == 0:
+def overlaps(a: torch.Tensor, b: torch.Tensor, spans=None) -> bool:
+    """Conservative: byte ranges of two tensors intersect (views that interleave count too).
+    ``spans``: ``(span_bytes(a), span_bytes(b))`` when the caller knows them already."""
+    if a.device != b.device:
         return False
-    a0, a1 = byte_span(a)
-    b0, b1 = byte_span(b)
-    return a0 < b1 and b0 < a1
+    a_bytes, b_bytes = spans if spans is not None else (span_bytes(a), span_bytes(b))
+    if a_bytes == 0 or b_bytes == 0:
+        return False
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b_bytes and b0 < a0 + a_bytes
 
 
 def has_internal_overlap(t: torch.Tensor) -> bool:
@@ -171,8 +179,16 @@ def check_out(out, x: torch.Tensor, *, shape, dtype, name: str = "out", allow_al
     if has_internal_overlap(out):
         raise ValueError(f"{name}: has internal overlap (a stride-0 or self-overlapping view); "
                          "every output element must have its own memory")
+    check_out_overlap(out, x, name=name, allow_alias_of=allow_alias_of)
+
+
+def check_out_overlap(out: torch.Tensor, x: torch.Tensor, *, name: str = "out",
+                      allow_alias_of=None, spans=None) -> None:
+    """The part of ``check_out`` that reads data pointers (the rest reads metadata only, which a
+    launcher's plan remembers): ``out`` is ``allow_alias_of`` exactly, or shares no memory with x.
+    ``spans``: ``(span_bytes(out), span_bytes(x))``, as a plan remembers them."""
     if allow_alias_of is not None and same_view(out, allow_alias_of):
         return
-    if overlaps(out, x):
+    if overlaps(out, x, spans):
         raise ValueError(f"{name}: partially overlaps the input; pass the input itself for in-place "
                          "execution or a tensor whose memory does not overlap it")

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from . import _backend
+from . import _backend, _triton_compat
 
 # Recorders are per thread: a benchmark counting its launches does not see another thread's.
 _local = threading.local()
@@ -73,7 +74,9 @@ def launch(kernel, grid, *args, **meta) -> None:
         # integer wrap-around); a GPU does not, so neither does an interpreted launch.
         with _INTERPRETER_LOCK, numpy.errstate(all="ignore"):
             kernel[tuple(grid)](*args, **meta)
-    else:
-        # Inside a triton_op traced by torch.compile or export, wrap_triton records the launch
-        # into the graph; otherwise it returns the kernel itself.
+    elif (torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None
+          or not _triton_compat.launch_compiled(kernel, tuple(grid), args, meta)):
+        # While torch traces (torch.compile, export, make_fx: a tracing mode, or fake tensors),
+        # wrap_triton records the launch into the graph. Plain eager launches skip it: its
+        # eager path costs more host time than the launch itself.
         torch.library.wrap_triton(kernel)[tuple(grid)](*args, **meta)

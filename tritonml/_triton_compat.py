@@ -2,7 +2,8 @@
 
 Everything else (the kernels, the launchers, ``benchmarks/``) goes through the names defined here
 whenever it needs something Triton does not publish. Each entry says why it is needed and which
-Triton versions it was checked against: 3.8.0 and 3.9.0 (``CHECKED_VERSIONS``). Private names can
+Triton versions it was checked against: 3.8.0 and 3.9.0 (``CHECKED_VERSIONS``; the relaunch entry
+also on 3.6.0, on an H100). Private names can
 move in any Triton release; ``check()`` lists what the installed Triton lacks, and
 tests/test_triton_compat.py runs it, so an upgrade that breaks an entry fails there, by name.
 
@@ -14,6 +15,8 @@ Entries:
   there (benchmarks/gpu_compile.py).
 - ``interpreter_hooks``: callbacks on the interpreter's memory operations and kernel launches, to
   count the bytes a kernel moves (benchmarks/memtrace.py).
+- ``launch_compiled``: launch a compiled-mode kernel, relaunching an already compiled
+  specialization without ``JITFunction.run``'s per-launch argument binding (tritonml/_trace.py).
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ import inspect
 
 from . import _backend  # first: chooses compiled or interpreted Triton before triton is imported
 
+import torch
 import triton.language as tl
 
 CHECKED_VERSIONS = ("3.8.0", "3.9.0")
@@ -146,6 +150,94 @@ def specialize(kernel, backend, args, meta):
     options, signature, constexprs, attrs = kernel._pack_args(backend, meta, bound_args,
                                                               specialization, options)
     return signature, constexprs, attrs, options
+
+
+# ---------------------------------------------------------------------------------------------
+# Relaunching a compiled specialization (tritonml/_trace.py)
+# ---------------------------------------------------------------------------------------------
+# ``JITFunction.run`` binds and specializes every argument in Python on every launch: about 25 us
+# per launch on an H100's host with Triton 3.6, most of a small op's time. Its tail launches the
+# ``CompiledKernel`` it found through the kernel's own launcher; once a specialization has
+# compiled, ``launch_compiled`` does only that tail. The cache key is at least as fine as Triton's
+# specialization (for each integer: equal to 1, divisible by 16, and its width class; for each
+# tensor: dtype and 16-byte alignment; every meta-parameter's value; the device), so a key never
+# maps to a kernel compiled for other arguments. Checked: 3.6.0, 3.8.0, 3.9.0
+# (``JITFunction.run`` and ``CompiledKernel`` in triton/runtime/jit.py, triton/compiler/compiler.py).
+_REQUIRED["triton.compiler.compiler.CompiledKernel.launch_metadata"] = ("grid", "stream")
+_REQUIRED["triton.compiler.compiler.CompiledKernel.run"] = ()
+_REQUIRED["triton.knobs.runtime"] = ()
+
+_compiled: dict = {}     # key -> (CompiledKernel, names of the meta-parameters in parameter order)
+_MAX_COMPILED = 4096
+# Launches through JITFunction.run ("bound") and straight to a compiled kernel ("relaunched"),
+# for benchmarks/host_overhead.py.
+launch_counts = {"bound": 0, "relaunched": 0}
+
+
+def _int_class(value: int) -> tuple:
+    return (value == 1, value % 16 == 0, -2 ** 31 <= value < 2 ** 31, value < 2 ** 63)
+
+
+class _NotPlain(Exception):
+    """A tensor argument that is not a plain ``torch.Tensor`` (a fake or functional tensor while
+    torch traces): such launches go through ``torch.library.wrap_triton``."""
+
+
+def _arg_key(arg):
+    kind = type(arg)
+    if kind is int:
+        return _int_class(arg)
+    if kind is tuple:
+        return tuple(_arg_key(a) for a in arg)
+    if kind is torch.Tensor:
+        return arg.dtype, arg.data_ptr() % 16 == 0
+    if isinstance(arg, torch.Tensor):
+        raise _NotPlain
+    return kind, arg
+
+
+def _meta_order(kernel, positional: int, meta: dict):
+    """Names of ``kernel``'s parameters after the positional ones, in order, if ``meta`` gives
+    every one of them (else None: such a launch is never relaunched directly)."""
+    names = [param.name for param in kernel.params[positional:]]
+    return tuple(names) if all(name in meta for name in names) else None
+
+
+def launch_compiled(kernel, grid, args, meta) -> bool:
+    """``kernel[grid](*args, **meta)`` for a compiled-mode ``@triton.jit`` kernel (``grid`` a tuple
+    of up to three ints), relaunching the compiled specialization directly when one exists.
+
+    Returns False, launching nothing, when a tensor argument is not a plain ``torch.Tensor``."""
+    from triton import knobs
+    from triton.runtime import driver
+
+    try:
+        arg_keys = tuple(_arg_key(a) for a in args)
+    except _NotPlain:
+        return False
+    device = driver.active.get_current_device()
+    key = (kernel, device, arg_keys, tuple(meta.items()))
+    entry = _compiled.get(key)
+    if entry is None:
+        launch_counts["bound"] += 1
+        compiled = kernel[grid](*args, **meta)
+        order = _meta_order(kernel, len(args), meta)
+        if compiled is not None and order is not None:
+            if len(_compiled) >= _MAX_COMPILED:
+                _compiled.clear()
+            _compiled[key] = (compiled, order)
+        return True
+    launch_counts["relaunched"] += 1
+    compiled, order = entry
+    bound = (*args, *(meta[name] for name in order))
+    stream = driver.active.get_current_stream(device)
+    grid_0 = grid[0]
+    grid_1 = grid[1] if len(grid) > 1 else 1
+    grid_2 = grid[2] if len(grid) > 2 else 1
+    compiled.run(grid_0, grid_1, grid_2, stream, compiled.function, compiled.packed_metadata,
+                 compiled.launch_metadata(grid, stream, *bound), knobs.runtime.launch_enter_hook,
+                 knobs.runtime.launch_exit_hook, *bound)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ whose shapes come from the fake kernels. The schema, the fake kernels, autograd 
 the same in both cases.
 """
 import torch
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from .. import _backend
 
@@ -80,3 +81,39 @@ def batch_first(x, x_bdim, out, out_bdim):
     out = out.movedim(out_bdim, 0)
     x = x.movedim(x_bdim, 0) if x_bdim is not None else x.expand(out.shape[0], *x.shape)
     return x, out
+
+
+# ---------------------------------------------------------------------------------------------
+# Calling the launcher directly
+# ---------------------------------------------------------------------------------------------
+# A custom op's Python layers (dispatcher keys, autograd wrapper, ADInplaceOrView) cost over
+# 100 us of host time per call, many times a small kernel's run time. In plain eager code they do
+# nothing the launcher does not: no autograd graph to record, no transform, mode or tracer to
+# consult. The public functions then call the launcher directly; everywhere else they call the op.
+# torch's private state queries below have no public equivalent; each is looked up once, and a
+# torch without one makes every call go through the op (correct, only slower).
+_peek_functorch = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)
+_len_function_modes = getattr(torch._C, "_len_torch_function_stack", None)
+_DIRECT_CALLS_POSSIBLE = _peek_functorch is not None and _len_function_modes is not None
+
+
+def direct_call_allowed(x, out=None) -> bool:
+    """True when calling the launcher on ``x`` (and ``out``) is indistinguishable from calling the
+    registered op: plain tensors, nothing to differentiate, and no compile, trace, torch.func
+    transform, torch function/dispatch mode or profiler in progress."""
+    if not _DIRECT_CALLS_POSSIBLE or type(x) is not torch.Tensor:
+        return False
+    if out is not None and type(out) is not torch.Tensor:
+        return False
+    if torch.is_grad_enabled() and (x.requires_grad or (out is not None and out.requires_grad)):
+        return False
+    return not (torch.compiler.is_compiling() or torch.jit.is_tracing()
+                or _peek_functorch() is not None or _len_function_modes()
+                or _get_current_dispatch_mode() is not None
+                or torch.autograd.profiler._is_profiler_enabled)
+
+
+def mutated(t: torch.Tensor) -> None:
+    """What the op's ADInplaceOrView kernel does for an argument it mutates: bump the version
+    counter, so autograd notices that a tensor it saved was overwritten."""
+    torch.autograd.graph.increment_version(t)

@@ -16,7 +16,7 @@ import torch
 from .. import _checks
 from .._reduce_function import ReduceFunction
 from ..ops.reduce import COMBINES, check_index_dtype, reduce_axes
-from ._define import batch_first, define, differentiable
+from ._define import batch_first, define, differentiable, direct_call_allowed, mutated
 
 
 def _combine(function: str):
@@ -183,6 +183,13 @@ def reduce(x: torch.Tensor, function, axes=None, *, keepdims: bool = True,
     ``torch.ops.tritonml.reduce`` (``reduce_out`` with out=). See docs/reduce.md for types, empty
     axes and NaN rules, docs/torch.md for gradients.
     """
+    if direct_call_allowed(x, out):
+        # Plain eager code: the launcher the op would call, without the op's layers.
+        combine = COMBINES[ReduceFunction.parse(function, "function")]
+        result = reduce_axes(x, axes, combine, keepdims=keepdims, index_dtype=index_dtype, out=out)
+        if out is not None:
+            mutated(out)
+        return result
     if not torch.compiler.is_compiling():
         _checks.check_readable("x", x)  # before the dispatcher, which has no sparse kernel
     name = ReduceFunction.parse(function, "function").name

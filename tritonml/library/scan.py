@@ -16,7 +16,7 @@ import torch
 
 from .. import _checks
 from ..ops.scan import PRODUCT, SUM, ScanCombine, cumulative_scan
-from ._define import batch_first, define, differentiable
+from ._define import batch_first, define, differentiable, direct_call_allowed, mutated
 
 
 def _batched_axis(axis: int, logical_rank: int) -> int:
@@ -44,6 +44,7 @@ class _ScanOps:
             cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive, out=x)
 
         self.functional, self.out, self.in_place = functional, out_variant, in_place
+        self.combine = combine
         functional.register_fake(_fake)
         out_variant.register_fake(_fake_mutation)
         in_place.register_fake(_fake_mutation)
@@ -52,7 +53,14 @@ class _ScanOps:
         in_place.register_vmap(self._vmap_in_place)
 
     def __call__(self, x, axis, reverse, exclusive, out: Optional[torch.Tensor]):
-        """The public function: normalize what the schema types, then call one op."""
+        """The public function: normalize what the schema types, then call one op (or, in plain
+        eager code, the launcher the op would call: ``_define.direct_call_allowed``)."""
+        if direct_call_allowed(x, out):
+            result = cumulative_scan(x, axis, self.combine, reverse=reverse, exclusive=exclusive,
+                                     out=out)
+            if out is not None:
+                mutated(out)
+            return result
         if not torch.compiler.is_compiling():
             _checks.check_readable("x", x)  # before the dispatcher, which has no sparse kernel
         axis = _checks.normalize_axis(axis, x.dim())

@@ -16,13 +16,16 @@ from typing import Optional
 import torch
 import triton.language as tl
 
-from .. import _checks, _trace
+from tritonml_autotune import devices, select
+
+from .. import _checks, _plan, _trace
 from .._config import ReduceConfig
 from .._dtypes import ACC_DTYPE, TL_DTYPE, TORCH_DTYPE, dtype_name, is_float
 from .._layout import ReduceLayout, reduce_layout
 from .._reduce_function import ReduceFunction
 from ..kernels import combine as _combine
 from ..kernels.reduce import reduce_kernel, reduce_partials_kernel
+from . import _scratch
 
 INDEX_DTYPES = (torch.int32, torch.int64, torch.uint32, torch.uint64)
 
@@ -135,7 +138,42 @@ def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool
                 index_dtype: torch.dtype = torch.int64, out: Optional[torch.Tensor] = None,
                 config: Optional[ReduceConfig] = None) -> torch.Tensor:
     """Reduce ``axes`` of ``x`` with ``combine``; see ``tritonml.reduce``. ``config`` overrides
-    the heuristic's choice of regime and tile (``tritonml_autotune.heuristics.reduce_config``)."""
+    the tuner's choice of regime and tile (``tritonml_autotune.select.choose_reduce``)."""
+    key = None
+    if config is None:
+        x_key, axes_key, keep_key = (_plan.tensor_key(x), _plan.option_key(axes),
+                                     _plan.option_key(keepdims))
+        out_key = _plan.tensor_key(out) if out is not None else ()
+        if None not in (x_key, axes_key, keep_key, out_key) and type(index_dtype) is torch.dtype:
+            key = ("reduce", combine, x_key, axes_key, keep_key, index_dtype, out_key,
+                   torch.is_grad_enabled(), devices.active())
+    plan = _plan.get(key)
+    if plan is None:
+        plan = _plan_reduce(x, axes, combine, keepdims, index_dtype, out, config)
+        _plan.put(key, plan)
+    elif out is not None:
+        _checks.check_out_overlap(out, x, spans=plan.spans)
+    if out is None:
+        out = torch.empty(plan.result_shape, dtype=plan.result_dtype, device=x.device)
+    if plan.layout is not None:
+        if plan.needs_copy:
+            x = x.contiguous()
+        launch_reduce(x, out, plan.layout, combine, plan.config)
+    return out
+
+
+@dataclass(frozen=True)
+class _ReducePlan:
+    """A validated call's canonical form (``tritonml._plan``): no layout for an empty result."""
+    layout: Optional[ReduceLayout]
+    config: Optional[ReduceConfig]
+    result_shape: tuple
+    result_dtype: torch.dtype
+    spans: Optional[tuple]  # (span_bytes(out), span_bytes(x)) for a given out
+    needs_copy: bool = False
+
+
+def _plan_reduce(x, axes, combine, keepdims, index_dtype, out, config) -> _ReducePlan:
     # --- validate (nothing is launched or written before every check has passed) ---
     _checks.check_tensor("x", x)
     if not isinstance(combine, ReduceCombine):
@@ -156,8 +194,10 @@ def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool
     else:
         result_shape = tuple(s for i, s in enumerate(shape) if i not in axes)
     result_dtype = index_dtype if combine.returns_index else x.dtype
+    spans = None
     if out is not None:
         _checks.check_out(out, x, shape=result_shape, dtype=result_dtype)
+        spans = _checks.span_bytes(out), _checks.span_bytes(x)
     if config is not None:
         if not isinstance(config, ReduceConfig):
             raise TypeError(f"config: expected a ReduceConfig, got {type(config).__name__}")
@@ -169,30 +209,44 @@ def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool
             raise ValueError(f"axes: {combine.name} over a reduced axis of size 0 (sizes {sizes}) has "
                              "no index to return")
         _check_index_fits(index_dtype, red_len, combine.name)
-    if out is None:
-        out = torch.empty(result_shape, dtype=result_dtype, device=x.device)
-    if out.numel() == 0:
-        return out
+    if math.prod(result_shape) == 0:
+        return _ReducePlan(None, None, result_shape, result_dtype, spans)
 
     # --- canonicalize ---
-    out_kept_strides = iter(out.stride() if out.dim() else (1,))
+    if out is not None:
+        out_kept_strides = iter(out.stride() if out.dim() else (1,))
+    else:
+        out_kept_strides = iter(torch.empty(result_shape, device="meta").stride() or (1,))
     if keepdims or x.dim() == 0:
         out_strides = tuple(next(out_kept_strides) for _ in shape)
     else:
         out_strides = tuple(0 if i in axes else next(out_kept_strides) for i in range(len(shape)))
     layout = reduce_layout(shape, x_strides, out_strides, axes, combine.returns_index)
-    if layout is None:
+    needs_copy = layout is None
+    if needs_copy:
         # More than MAX_REDUCED_DIMS reduced dims that cannot merge (a permuted view reducing many
         # axes apart): the one layout that forces a copy. In a contiguous x they always fit.
-        x = x.contiguous()
-        layout = reduce_layout(shape, tuple(x.stride()), out_strides, axes, combine.returns_index)
+        dense_strides = torch.empty(shape, device="meta").stride()
+        layout = reduce_layout(shape, dense_strides, out_strides, axes, combine.returns_index)
     if config is None:
-        from tritonml_autotune.heuristics import reduce_config
-        config = reduce_config(layout, x.device.type, x.device)
+        make_runner = None
+        if _scratch.can_time(x):
+            x_strides_now = x_strides if not needs_copy else dense_strides
 
-    # --- launch ---
-    launch_reduce(x, out, layout, combine, config)
-    return out
+            result_strides = (tuple(out.stride()) if out is not None else
+                              torch.empty(result_shape, device="meta").stride())
+
+            def make_tensors():
+                return (_scratch.scratch_input(shape, x_strides_now, x.dtype, x.device),
+                        torch.empty_strided(result_shape, result_strides, dtype=result_dtype,
+                                            device=x.device))
+
+            def launch(tensors, candidate):
+                launch_reduce(*tensors, layout, combine, candidate)
+            make_runner = _scratch.runner_factory(make_tensors, launch)
+        config = select.choose_reduce(layout, x.dtype, x.device, combine.name,
+                                      make_runner=make_runner).config
+    return _ReducePlan(layout, config, result_shape, result_dtype, spans, needs_copy)
 
 
 def launch_reduce(x, out, layout: ReduceLayout, combine: ReduceCombine, config: ReduceConfig) -> None:

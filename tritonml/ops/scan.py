@@ -6,9 +6,12 @@ from typing import Optional
 
 import torch
 
-from .. import _checks, _layout, _trace
+from tritonml_autotune import devices, select
+
+from .. import _checks, _layout, _plan, _trace
 from .._config import ScanConfig
 from .._dtypes import ACC_DTYPE, ACC_TORCH_DTYPE
+from . import _scratch
 from ..kernels import combine as _combine
 from ..kernels.scan import scan_lookback_kernel, scan_tiled_kernel
 
@@ -30,6 +33,42 @@ def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse
                     exclusive: bool = False, out: Optional[torch.Tensor] = None,
                     config: Optional[ScanConfig] = None) -> torch.Tensor:
     """Running ``combine`` of ``x`` along ``axis``; see ``tritonml.cumulative_sum``."""
+    key = None
+    if config is None:
+        x_key, axis_key = _plan.tensor_key(x), _plan.option_key(axis)
+        out_key = _plan.tensor_key(out) if out is not None else ()
+        flags = _plan.option_key(reverse), _plan.option_key(exclusive)
+        if None not in (x_key, axis_key, out_key, *flags):
+            key = ("scan", combine, x_key, axis_key, out_key, flags, out is x,
+                   torch.is_grad_enabled(), devices.active())
+    plan = _plan.get(key)
+    if plan is None:
+        plan = _plan_scan(x, axis, combine, reverse, exclusive, out, config)
+        _plan.put(key, plan)
+    elif out is not None:
+        _checks.check_out_overlap(out, x, allow_alias_of=x, spans=plan.spans)
+    if out is None:
+        # Same strides as a dense x (``plan.out_strides``), so loads and stores coalesce along
+        # the same dimension.
+        out = torch.empty_strided(x.shape, plan.out_strides, dtype=x.dtype, device=x.device)
+    if plan.layout is not None:
+        launch_scan(x, out, plan.layout, combine, reverse=plan.reverse, exclusive=plan.exclusive,
+                    config=plan.config)
+    return out
+
+
+@dataclass(frozen=True)
+class _ScanPlan:
+    """A validated call's canonical form (``tritonml._plan``): no layout for an empty x."""
+    layout: Optional[_layout.AxisLayout]
+    config: Optional[ScanConfig]
+    out_strides: tuple
+    reverse: bool
+    exclusive: bool
+    spans: Optional[tuple]  # (span_bytes(out), span_bytes(x)) for a given out
+
+
+def _plan_scan(x, axis, combine, reverse, exclusive, out, config) -> _ScanPlan:
     # --- validate (nothing is launched or written before every check has passed) ---
     _checks.check_tensor("x", x)
     axis = _checks.normalize_axis(axis, x.dim())
@@ -39,26 +78,35 @@ def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse
         raise TypeError(f"combine: expected a ScanCombine, got {type(combine).__name__}")
     if out is not None:
         _checks.check_out(out, x, shape=x.shape, dtype=x.dtype, allow_alias_of=x)
+        out_strides = tuple(out.stride())
+        spans = _checks.span_bytes(out), _checks.span_bytes(x)
+    else:
+        spans = None
+        out_strides = tuple(torch.empty_like(x, memory_format=torch.preserve_format,
+                                             device="meta").stride())
     if config is not None:
         if not isinstance(config, ScanConfig):
             raise TypeError(f"config: expected a ScanConfig, got {type(config).__name__}")
         config.validate()
-    if out is None:
-        # Same strides as a dense x, so loads and stores coalesce along the same dimension.
-        out = torch.empty_like(x, memory_format=torch.preserve_format)
     if x.numel() == 0:
-        return out
+        return _ScanPlan(None, None, out_strides, reverse, exclusive, spans)
 
-    # --- canonicalize ---
-    layout = _layout.axis_layout(tuple(x.shape), x.stride(), out.stride(), axis)
+    # --- canonicalize, choose a config ---
+    layout = _layout.axis_layout(tuple(x.shape), x.stride(), out_strides, axis)
     if config is None:
-        from tritonml_autotune.heuristics import scan_config
-        acc_bytes = ACC_TORCH_DTYPE[x.dtype].itemsize
-        config = scan_config(layout, x.device.type, x.device, acc_bytes)
+        make_runner = None
+        if _scratch.can_time(x):
+            def make_tensors():
+                return (_scratch.scratch_input(x.shape, x.stride(), x.dtype, x.device),
+                        torch.empty_strided(x.shape, out_strides, dtype=x.dtype, device=x.device))
 
-    # --- launch ---
-    launch_scan(x, out, layout, combine, reverse=reverse, exclusive=exclusive, config=config)
-    return out
+            def launch(tensors, candidate):
+                launch_scan(*tensors, layout, combine, reverse=reverse, exclusive=exclusive,
+                            config=candidate)
+            make_runner = _scratch.runner_factory(make_tensors, launch)
+        config = select.choose_scan(layout, x.dtype, x.device, combine.name,
+                                    make_runner=make_runner).config
+    return _ScanPlan(layout, config, out_strides, reverse, exclusive, spans)
 
 
 def launch_scan(x, out, layout, combine: ScanCombine, *, reverse: bool, exclusive: bool,

@@ -1,0 +1,239 @@
+"""The in-process plans (tritonml/_plan.py), the direct eager path of the public functions
+(tritonml/library/_define.py: direct_call_allowed) and the relaunch cache key of compiled kernels
+(tritonml/_triton_compat.py: launch_compiled).
+
+Results are compared with numpy; the plan tests count how often a launcher plans, and check that
+every check that reads data pointers still runs on a plan reuse.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import tritonml
+from tritonml import _plan, _triton_compat
+from tritonml.library import _define
+from tritonml.ops import reduce as reduce_ops
+from tritonml.ops import scan as scan_ops
+
+
+@pytest.fixture
+def plan_counts(monkeypatch):
+    """How many times each launcher planned (a plan-cache miss) during the test."""
+    _plan.clear()
+    counts = {"scan": 0, "reduce": 0}
+    for module, name, kind in ((scan_ops, "_plan_scan", "scan"),
+                               (reduce_ops, "_plan_reduce", "reduce")):
+        original = getattr(module, name)
+
+        def counting(*args, _original=original, _kind=kind, **kwargs):
+            counts[_kind] += 1
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(module, name, counting)
+    yield counts
+    _plan.clear()
+
+
+def test_a_repeated_call_plans_once_and_stays_right(plan_counts):
+    for seed in range(3):
+        x = torch.randn(6, 50, generator=torch.Generator().manual_seed(seed))
+        got = tritonml.cumulative_sum(x, 1)
+        np.testing.assert_allclose(got.numpy(), np.cumsum(x.double().numpy(), 1), rtol=1e-6, atol=1e-6)
+        red = tritonml.reduce(x, "sum", 1)
+        np.testing.assert_allclose(red.numpy(), x.double().numpy().sum(1, keepdims=True),
+                                   rtol=1e-6, atol=1e-6)
+    assert plan_counts == {"scan": 1, "reduce": 1}
+
+
+@pytest.mark.parametrize("change", ["shape", "stride", "dtype", "axis", "reverse", "out", "grad mode",
+                                    "negative view"])
+def test_every_keyed_fact_plans_anew(plan_counts, change):
+    x = torch.randn(8, 40)
+    tritonml.cumulative_sum(x, 1)
+    kwargs = {}
+    axis = 1
+    if change == "shape":
+        x = torch.randn(8, 41)
+    elif change == "stride":
+        x = torch.randn(40, 8).t()
+    elif change == "dtype":
+        x = x.double()
+    elif change == "axis":
+        axis = 0
+    elif change == "reverse":
+        kwargs["reverse"] = True
+    elif change == "out":
+        kwargs["out"] = torch.empty(8, 40)
+    elif change == "negative view":
+        x = torch.randn(8, 40)._neg_view()
+    context = torch.no_grad() if change == "grad mode" else torch.enable_grad()
+    with context:
+        got = tritonml.cumulative_sum(x, axis, **kwargs)
+    expected = np.cumsum(x.double().numpy(), axis)
+    if kwargs.get("reverse"):
+        expected = np.flip(np.cumsum(np.flip(x.double().numpy(), axis), axis), axis)
+    np.testing.assert_allclose(got.double().numpy(), expected, rtol=1e-6, atol=1e-6)
+    assert plan_counts["scan"] == 2
+
+
+def test_types_that_compare_equal_plan_apart(plan_counts):
+    """``True == 1`` in Python, but only a bool is a flag and only an int an axis."""
+    x = torch.randn(4, 10)
+    tritonml.cumulative_sum(x, 1, reverse=True)
+    with pytest.raises(TypeError, match="reverse: expected a bool"):
+        tritonml.cumulative_sum(x, 1, reverse=1)
+    tritonml.reduce(x, "sum", 1)
+    with pytest.raises(TypeError, match="axes: expected an int"):
+        tritonml.reduce(x, "sum", True)
+    tritonml.reduce(x, "sum", 1, keepdims=True)
+    with pytest.raises(TypeError, match="keepdims: expected a bool"):
+        tritonml.reduce(x, "sum", 1, keepdims=1)
+
+
+def test_pointer_checks_run_on_every_call(plan_counts):
+    """A plan remembers metadata only: an out that overlaps x is refused even when a call with
+    the same metadata (and memory apart) was planned before, and it is left untouched."""
+    buffer = torch.randn(2, 64)
+    x, out = buffer[0, :40], buffer[1, :40]
+    tritonml.cumulative_sum(x, 0, out=out)
+    np.testing.assert_allclose(out.numpy(), np.cumsum(x.double().numpy()), rtol=1e-6, atol=1e-6)
+    overlapping = buffer[0, 10:50]
+    before = buffer.clone()
+    with pytest.raises(ValueError, match="out: partially overlaps the input"):
+        tritonml.cumulative_sum(x, 0, out=overlapping)
+    assert torch.equal(buffer, before)
+
+    data = torch.randn(2, 64)
+    r_x, r_out = data[0].view(8, 8), data[1, :8].view(8, 1)
+    tritonml.reduce(r_x, "max", 1, out=r_out)
+    with pytest.raises(ValueError, match="out: partially overlaps the input"):
+        tritonml.reduce(r_x, "max", 1, out=data[0, :8].view(8, 1))
+    assert plan_counts == {"scan": 1, "reduce": 1}
+
+
+def test_in_place_after_out_of_place_with_the_same_metadata(plan_counts):
+    x = torch.randn(5, 30)
+    other = torch.empty(5, 30)
+    tritonml.cumulative_product(x, 1, out=other)
+    expected = np.cumprod(x.double().numpy(), 1)
+    tritonml.cumulative_product(x, 1, out=x)
+    np.testing.assert_allclose(x.numpy(), expected, rtol=1e-5)
+
+
+def test_the_plan_cache_is_bounded(monkeypatch):
+    _plan.clear()
+    monkeypatch.setattr(_plan, "MAX_PLANS", 3)
+    for n in range(1, 8):
+        x = torch.arange(n, dtype=torch.int32)
+        assert tritonml.cumulative_sum(x, 0).tolist() == np.cumsum(np.arange(n)).tolist()
+        assert len(_plan._plans) <= 3
+    _plan.clear()
+
+
+# --------------------------------------------------------------------------------------------
+# The direct eager path
+# --------------------------------------------------------------------------------------------
+def test_direct_calls_are_possible_on_this_torch():
+    assert _define._DIRECT_CALLS_POSSIBLE
+    assert _define.direct_call_allowed(torch.ones(3))
+
+
+def test_direct_calls_step_aside_for_autograd_transforms_modes_and_the_profiler():
+    x = torch.ones(3)
+    needs_grad = torch.ones(3, requires_grad=True)
+    assert not _define.direct_call_allowed(needs_grad)
+    with torch.no_grad():
+        assert _define.direct_call_allowed(needs_grad)
+    assert not _define.direct_call_allowed(x, torch.ones(3, requires_grad=True))
+
+    seen = []
+    torch.func.vmap(lambda row: seen.append(_define.direct_call_allowed(row)) or row)(torch.ones(2, 3))
+    assert seen == [False]
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    with Passthrough():
+        assert not _define.direct_call_allowed(x)
+    class FunctionPassthrough(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+    with FunctionPassthrough():
+        assert not _define.direct_call_allowed(x)
+    with torch.profiler.profile():
+        assert not _define.direct_call_allowed(x)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        assert not _define.direct_call_allowed(mode.from_tensor(x))
+
+
+def test_the_profiler_sees_the_registered_ops():
+    x = torch.randn(4, 16)
+    with torch.profiler.profile() as prof:
+        tritonml.cumulative_sum(x, 1)
+        tritonml.reduce(x, "sum", 1)
+    names = {event.name for event in prof.events()}
+    assert "tritonml::cumulative_sum" in names and "tritonml::reduce" in names
+
+
+def test_out_writes_bump_the_version_counter_as_the_ops_do():
+    x = torch.randn(4, 16)
+    out, red_out = torch.empty(4, 16), torch.empty(4, 1)
+    versions = out._version, red_out._version, x._version
+    tritonml.cumulative_sum(x, 1, out=out)
+    tritonml.reduce(x, "sum", 1, out=red_out)
+    tritonml.cumulative_sum(x, 1, out=x)
+    assert (out._version, red_out._version, x._version) == tuple(v + 1 for v in versions)
+    np.testing.assert_allclose(red_out.numpy()[:, 0], out.double().numpy()[:, -1], rtol=1e-5)
+
+
+def test_overwriting_a_tensor_saved_for_backward_is_detected():
+    a = torch.randn(3, 5, requires_grad=True)
+    saved = torch.randn(3, 5)
+    loss = (a * saved).sum()  # mul saves ``saved`` for the gradient of a
+    tritonml.cumulative_sum(torch.randn(3, 5), 1, out=saved)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+# --------------------------------------------------------------------------------------------
+# The relaunch key of compiled kernels (runs without a GPU: only the key is computed)
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("a, b", [(1, 2), (16, 17), (2 ** 31 - 16, 2 ** 31), (2 ** 63 - 16, 2 ** 63),
+                                  (True, 1), ((1, 16), (1, 32 + 1))])
+def test_relaunch_keys_separate_what_triton_specializes_on(a, b):
+    assert _triton_compat._arg_key(a) != _triton_compat._arg_key(b)
+
+
+def test_relaunch_keys_merge_what_triton_does_not_specialize_on():
+    assert _triton_compat._arg_key(32) == _triton_compat._arg_key(48)
+    assert _triton_compat._arg_key(3) == _triton_compat._arg_key(5)
+    buffer = torch.empty(64)
+    assert _triton_compat._arg_key(buffer[:8]) == _triton_compat._arg_key(buffer[4:12])
+    assert _triton_compat._arg_key(buffer[:8]) != _triton_compat._arg_key(buffer[1:9])
+    assert _triton_compat._arg_key(buffer) != _triton_compat._arg_key(buffer.double())
+
+
+def test_relaunch_keys_refuse_tensor_subclasses():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode() as mode:
+        fake = mode.from_tensor(torch.empty(4))
+    with pytest.raises(_triton_compat._NotPlain):
+        _triton_compat._arg_key(fake)
+
+
+def test_meta_parameters_are_ordered_as_the_kernel_declares_them():
+    from triton.runtime.jit import JITFunction
+
+    from tritonml.kernels.reduce import reduce_kernel
+    compiled_mode = JITFunction(reduce_kernel.fn)  # the interpreter's kernels carry no params
+    names = [p.name for p in compiled_mode.params]
+    assert names[:2] == ["x_ptr", "out_ptr"]
+    meta = {name: 0 for name in reversed(names[4:])}
+    meta["num_warps"] = 4
+    assert _triton_compat._meta_order(compiled_mode, 4, meta) == tuple(names[4:])
+    del meta[names[-1]]
+    assert _triton_compat._meta_order(compiled_mode, 4, meta) is None

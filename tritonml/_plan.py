@@ -1,0 +1,58 @@
+"""In-process plans: what a launcher derives from a call's metadata alone, computed once.
+
+Validating the arguments, canonicalizing the layout and choosing a config read only metadata:
+shapes, strides, dtypes, devices, flags, options, the tuning target and the grad mode. A launcher
+keys its plan on all of them (``tensor_key`` and the launcher's own options), so a later call with
+the same metadata reuses the plan and runs only what depends on the data pointers (the aliasing
+check between ``out`` and ``x``) and the launch itself. A call whose metadata cannot be keyed (a
+tensor subclass, a non-strided layout, an option of an unusual type) is planned afresh each time:
+the full validation then raises whatever it raises.
+
+Plans hold no tensors. The cache is bounded (``MAX_PLANS``; when full it starts over) and shared
+by threads (a dict's get and set are atomic; two threads planning the same key build equal plans).
+"""
+from __future__ import annotations
+
+import torch
+
+MAX_PLANS = 4096
+
+_plans: dict = {}
+
+
+def tensor_key(t):
+    """The metadata of ``t`` that validation and planning read, or None when ``t`` is not a plain
+    strided tensor (the launcher then plans without the cache)."""
+    if type(t) is not torch.Tensor or t.layout is not torch.strided or t.is_nested:
+        return None
+    return (t.shape, t.stride(), t.dtype, t.device, t.is_neg(), t.requires_grad,
+            torch._is_zerotensor(t))
+
+
+def option_key(value):
+    """An option (axis, flag, axes) with its exact type, so ``True`` and ``1`` (equal to Python)
+    plan apart: validation treats them differently. None when the value is not a plain int, bool,
+    None or tuple/list of ints."""
+    kind = type(value)
+    if kind in (int, bool) or value is None:
+        return kind, value
+    if kind in (tuple, list) and all(type(item) is int for item in value):
+        return kind, tuple(value)
+    return None
+
+
+def get(key):
+    return _plans.get(key) if key is not None else None
+
+
+def put(key, plan) -> None:
+    if key is None:
+        return
+    if len(_plans) >= MAX_PLANS:
+        _plans.clear()
+    _plans[key] = plan
+
+
+def clear() -> None:
+    """Forget every plan (tests; a change to the tuning cache made in this process)."""
+    _plans.clear()
