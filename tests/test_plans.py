@@ -237,3 +237,36 @@ def test_meta_parameters_are_ordered_as_the_kernel_declares_them():
     assert _triton_compat._meta_order(compiled_mode, 4, meta) == tuple(names[4:])
     del meta[names[-1]]
     assert _triton_compat._meta_order(compiled_mode, 4, meta) is None
+
+
+# --------------------------------------------------------------------------------------------
+# Scratch tensors for timing candidates
+# --------------------------------------------------------------------------------------------
+def test_candidates_are_never_timed_on_the_interpreter_or_under_tracing():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from tritonml.ops import _scratch
+    assert not _scratch.can_time(torch.ones(3))
+    with FakeTensorMode() as mode:
+        assert not _scratch.can_time(mode.from_tensor(torch.ones(3)))
+
+
+def test_scratch_runners_share_one_allocation_and_never_touch_the_callers_tensors():
+    from tritonml.ops import _scratch
+    allocations, launched = [], []
+
+    def make_tensors():
+        x = _scratch.scratch_input((4, 6), (1, 4), torch.float32, "cpu")
+        allocations.append(x)
+        return x, torch.empty(4, 6)
+
+    make_runner = _scratch.runner_factory(make_tensors, lambda t, config: launched.append((t, config)))
+    runners = [make_runner(config) for config in ("a", "b", "c")]
+    for run in runners:
+        run()
+    assert len(allocations) == 1 and allocations[0].stride() == (1, 4)
+    assert [config for _, config in launched] == ["a", "b", "c"]
+    assert all(t[0] is allocations[0] for t, _ in launched)
+    assert allocations[0].std() > 0.5  # random values, not zeros
+    ints = _scratch.scratch_input((1000,), (1,), torch.int8, "cpu")
+    assert 0 <= int(ints.min()) and int(ints.max()) < 100 and len(set(ints.tolist())) > 10
