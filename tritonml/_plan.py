@@ -41,16 +41,18 @@ def option_key(value):
     return None
 
 
-def get(key):
-    return _plans.get(key) if key is not None else None
-
-
-def put(key, plan) -> None:
-    if key is None:
-        return
-    if len(_plans) >= MAX_PLANS:
-        _plans.clear()
-    _plans[key] = plan
+def lookup(key, build):
+    """``(plan, built)``: the plan remembered for ``key``, or ``build()``'s (remembered unless
+    ``key`` is None); ``built`` says the call was validated just now."""
+    plan = _plans.get(key) if key is not None else None
+    if plan is not None:
+        return plan, False
+    plan = build()
+    if key is not None:
+        if len(_plans) >= MAX_PLANS:
+            _plans.clear()
+        _plans[key] = plan
+    return plan, True
 
 
 def clear() -> None:

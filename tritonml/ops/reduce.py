@@ -147,11 +147,9 @@ def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool
         if None not in (x_key, axes_key, keep_key, out_key) and type(index_dtype) is torch.dtype:
             key = ("reduce", combine, x_key, axes_key, keep_key, index_dtype, out_key,
                    torch.is_grad_enabled(), devices.active())
-    plan = _plan.get(key)
-    if plan is None:
-        plan = _plan_reduce(x, axes, combine, keepdims, index_dtype, out, config)
-        _plan.put(key, plan)
-    elif out is not None:
+    plan, built = _plan.lookup(key, lambda: _plan_reduce(x, axes, combine, keepdims, index_dtype,
+                                                         out, config))
+    if out is not None and not built:
         _checks.check_out_overlap(out, x, spans=plan.spans)
     if out is None:
         out = torch.empty(plan.result_shape, dtype=plan.result_dtype, device=x.device)

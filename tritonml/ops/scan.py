@@ -41,11 +41,9 @@ def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse
         if None not in (x_key, axis_key, out_key, *flags):
             key = ("scan", combine, x_key, axis_key, out_key, flags, out is x,
                    torch.is_grad_enabled(), devices.active())
-    plan = _plan.get(key)
-    if plan is None:
-        plan = _plan_scan(x, axis, combine, reverse, exclusive, out, config)
-        _plan.put(key, plan)
-    elif out is not None:
+    plan, built = _plan.lookup(key, lambda: _plan_scan(x, axis, combine, reverse, exclusive, out,
+                                                       config))
+    if out is not None and not built:
         _checks.check_out_overlap(out, x, allow_alias_of=x, spans=plan.spans)
     if out is None:
         # Same strides as a dense x (``plan.out_strides``), so loads and stores coalesce along
