@@ -71,6 +71,11 @@ def scan_candidates(problem: Problem, heuristic: dict) -> list[dict]:
             configs.append(_scan("columns", min(axis_p2, max(1, budget // block_inner)),
                                  block_inner))
         lookback_inner = [lanes[-1], lanes[0]]
+    if problem.contiguous and problem.axis_len >= (spaces.LOOKBACK_MIN_TILES
+                                                   * spaces.LOOKBACK_TALL_BLOCK_AXIS):
+        # Fewer, taller tiles shorten the look-back's chain of prefix hand-overs, which bounds
+        # its time on a GPU (cost.LOOKBACK_TILE_SECONDS); this tile compiles without spills.
+        configs.append(_scan("lookback", spaces.LOOKBACK_TALL_BLOCK_AXIS, 1))
     height = budget
     while height >= spaces.LOOKBACK_MIN_BLOCK_AXIS:
         for block_inner in lookback_inner:

@@ -12,6 +12,9 @@ Per launch, from the config and the problem's sizes (``problem.py``):
   warps, at most what threads and the registers per thread (``compiled.py``, read from the
   sm_80/sm_90 compile) allow. Below ``FULL_BANDWIDTH_WARPS`` the SM gets that fraction of its
   bandwidth: too few loads in flight (few small programs), or register pressure;
+- the look-back's chain of tiles: each tile's inclusive prefix waits for its predecessor's, so a
+  look-back launch takes at least ``LOOKBACK_TILE_SECONDS`` per tile along the axis, whatever the
+  bandwidth (measured on an H100, see below);
 - launches: each adds the device's launch overhead.
 
 A candidate whose compiled kernel spills is never chosen (infinite cost). On inputs of
@@ -40,6 +43,11 @@ FILL_SLACK = 1.05
 BYTES_SLACK = 1.05
 MAX_PROGRAMS_PER_SM = 32          # resident thread blocks per SM (sm_80 and sm_90)
 REGISTER_ALLOCATION_UNIT = 8      # registers per thread are allocated in steps of 8
+# Time per tile along the axis of a look-back scan: the prefix hand-over from one tile to the next
+# (a global-memory round trip). Measured on an H100 (Triton 3.6, 2026-11-23), one row of 2**26
+# float32: 65,536 tiles of 1024 in 5.51 ms (84 ns a tile), 16,384 tiles of 4096 in 1.48 ms (90 ns
+# a tile), both far above the 0.18 ms the bytes need. Assumed the same on other GPUs.
+LOOKBACK_TILE_SECONDS = 90e-9
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,7 @@ class Launch:
     num_warps: int
     programs: int
     bytes_moved: float
+    serial_tiles: int = 0   # tiles one after another (a look-back's tiles along the axis)
 
 
 @dataclass(frozen=True)
@@ -77,7 +86,8 @@ def _launches(problem: Problem, config: dict) -> list[Launch]:
         if config["regime"] == "lookback":
             tiles = chains * -(-problem.axis_len // axis)
             exchange = 3 * tiles * lanes * problem.state_bytes
-            return [Launch("scan_lookback", axis * lanes, warps, tiles, read + written + exchange)]
+            return [Launch("scan_lookback", axis * lanes, warps, tiles, read + written + exchange,
+                           serial_tiles=-(-problem.axis_len // axis))]
         return [Launch("scan_tiled", axis * lanes, warps, chains, read + written)]
     written = problem.outputs * problem.out_bytes
     splits = config["splits"]
@@ -102,9 +112,9 @@ def occupancy(device: Device, launch: Launch, registers: int | None) -> float:
 
 def launch_seconds(device: Device, launch: Launch, registers: int | None) -> float:
     busy = min(1.0, launch.programs / device.sms)
-    return (launch.bytes_moved
-            / (device.copy_bandwidth_bytes_per_s * busy * occupancy(device, launch, registers))
-            + device.launch_overhead_s)
+    streaming = (launch.bytes_moved
+                 / (device.copy_bandwidth_bytes_per_s * busy * occupancy(device, launch, registers)))
+    return max(streaming, launch.serial_tiles * LOOKBACK_TILE_SECONDS) + device.launch_overhead_s
 
 
 def estimate(problem: Problem, config: dict, device: Device) -> Estimate:

@@ -15,6 +15,8 @@ import torch
 from tritonml import _layout, _trace
 from tritonml._dtypes import ACC_TORCH_DTYPE, SUPPORTED_DTYPES
 from tritonml.ops.scan import SUM, cumulative_scan
+from tritonml._config import ScanConfig
+from tritonml_autotune import compiled, spaces
 from tritonml_autotune.heuristics import scan_config
 from benchmarks.gpu_compile import compile_in_subprocess, describe  # noqa: F401
 
@@ -23,6 +25,8 @@ SCAN_REGIME_SHAPES = {
     "rows": ((4096, 4096), 1),
     "columns": ((512, 64, 2048), 1),
     "lookback": ((4, 1 << 20), 1),
+    # The taller look-back tile the tuner considers too (spaces.LOOKBACK_TALL_BLOCK_AXIS).
+    "lookback tall": ((4, 1 << 20), 1),
 }
 
 
@@ -35,8 +39,12 @@ def scan_launches(dtypes=SUPPORTED_DTYPES, regimes=tuple(SCAN_REGIME_SHAPES),
         x = torch.empty(shape, dtype=dtype)  # never touched: the launch is only recorded
         layout = _layout.axis_layout(shape, x.stride(), x.stride(), axis)
         acc_bytes = ACC_TORCH_DTYPE[dtype].itemsize
-        config = scan_config(layout, "cuda", acc_bytes=acc_bytes)
-        assert config.regime == regime, (regime, config)
+        if regime == "lookback tall":
+            config = ScanConfig("lookback", spaces.LOOKBACK_TALL_BLOCK_AXIS, 1,
+                                compiled.scan_warps(spaces.LOOKBACK_TALL_BLOCK_AXIS))
+        else:
+            config = scan_config(layout, "cuda", acc_bytes=acc_bytes)
+            assert config.regime == regime, (regime, config)
         with _trace.record(execute=False) as rec:
             cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive, config=config)
         for launch in rec.launches:
