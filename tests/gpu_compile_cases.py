@@ -25,24 +25,29 @@ SCAN_REGIME_SHAPES = {
     "rows": ((4096, 4096), 1),
     "columns": ((512, 64, 2048), 1),
     "lookback": ((4, 1 << 20), 1),
-    # The taller look-back tile the tuner considers too (spaces.LOOKBACK_TALL_BLOCK_AXIS).
-    "lookback tall": ((4, 1 << 20), 1),
+}
+# Configs only the tuner's candidates reach (autotune/candidates.py), not the heuristics': the
+# taller look-back tile (spaces.LOOKBACK_TALL_BLOCK_AXIS).
+TUNER_SCAN_CASES = {
+    "lookback tall": (((4, 1 << 20), 1),
+                      ScanConfig("lookback", spaces.LOOKBACK_TALL_BLOCK_AXIS, 1,
+                                 compiled.scan_warps(spaces.LOOKBACK_TALL_BLOCK_AXIS))),
 }
 
 
-def scan_launches(dtypes=SUPPORTED_DTYPES, regimes=tuple(SCAN_REGIME_SHAPES),
+def scan_launches(dtypes=SUPPORTED_DTYPES, regimes=(*SCAN_REGIME_SHAPES, *TUNER_SCAN_CASES),
                   directions=(False, True), exclusives=(False, True), combine=SUM):
     """Describe the launch of every (regime, dtype, reverse, exclusive) the GPU heuristics choose."""
     descriptions = []
     for regime, dtype, reverse, exclusive in itertools.product(regimes, dtypes, directions, exclusives):
-        shape, axis = SCAN_REGIME_SHAPES[regime]
+        if regime in TUNER_SCAN_CASES:
+            (shape, axis), config = TUNER_SCAN_CASES[regime]
+        else:
+            shape, axis = SCAN_REGIME_SHAPES[regime]
         x = torch.empty(shape, dtype=dtype)  # never touched: the launch is only recorded
         layout = _layout.axis_layout(shape, x.stride(), x.stride(), axis)
         acc_bytes = ACC_TORCH_DTYPE[dtype].itemsize
-        if regime == "lookback tall":
-            config = ScanConfig("lookback", spaces.LOOKBACK_TALL_BLOCK_AXIS, 1,
-                                compiled.scan_warps(spaces.LOOKBACK_TALL_BLOCK_AXIS))
-        else:
+        if regime not in TUNER_SCAN_CASES:
             config = scan_config(layout, "cuda", acc_bytes=acc_bytes)
             assert config.regime == regime, (regime, config)
         with _trace.record(execute=False) as rec:

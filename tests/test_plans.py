@@ -270,3 +270,58 @@ def test_scratch_runners_share_one_allocation_and_never_touch_the_callers_tensor
     assert allocations[0].std() > 0.5  # random values, not zeros
     ints = _scratch.scratch_input((1000,), (1,), torch.int8, "cpu")
     assert 0 <= int(ints.min()) and int(ints.max()) < 100 and len(set(ints.tolist())) > 10
+
+
+def test_a_prepared_launch_passes_exactly_what_a_full_launch_passes(monkeypatch):
+    """The GPU relaunch path, without a GPU: a stand-in compiled kernel and driver record what the
+    launcher hands to Triton's launcher, first through ``launch_compiled`` (the general path), then
+    through the prepared launch's own cache; both must be the tensors, the rest of the arguments,
+    then the meta-parameters in the kernel's parameter order."""
+    from triton.runtime.jit import JITFunction
+
+    from tritonml.kernels.scan import scan_tiled_kernel
+    from tritonml.ops import _steps
+    from tritonml.ops.scan import SUM, scan_work
+
+    class Kernel:  # the compiled-mode kernel's parameter list (its hash would need compiled mode)
+        params = JITFunction(scan_tiled_kernel.fn).params
+
+    kernel = Kernel()
+    calls = []
+
+    class Compiled:
+        function = packed_metadata = None
+
+        def launch_metadata(self, grid, stream, *args):
+            return None
+
+        def run(self, *args):
+            calls.append(args)
+
+    class Driver:
+        def get_current_device(self):
+            return 0
+
+        def get_current_stream(self, device):
+            return 7
+
+    monkeypatch.setattr(_triton_compat.driver, "_active", Driver())
+    x, out = torch.empty(16, 256), torch.empty(16, 256)
+    layout = tritonml._layout.axis_layout((16, 256), x.stride(), out.stride(), 1)
+    work = scan_work(layout, SUM, x.dtype, False, False, reverse=True, exclusive=False,
+                     config=tritonml._config.ScanConfig("rows", 256, 4, 4))
+    (step,) = work.steps
+    prepared = _triton_compat.PreparedLaunch(kernel, step.launch.grid, step.launch.tail,
+                                             step.launch.meta)
+    order = tuple(p.name for p in kernel.params[2 + len(prepared.tail):])
+    key = (kernel, 0, tuple(_triton_compat._arg_key(a) for a in (x, out, *prepared.tail)),
+           tuple(prepared.meta.items()))
+    monkeypatch.setitem(_triton_compat._compiled, key, (Compiled(), order))
+    assert prepared.launch([x, out]) and prepared.launch([x, out])
+    expected = (x, out, *prepared.tail, *(prepared.meta[name] for name in order))
+    assert len(calls) == 2
+    for args in calls:
+        assert args[:4] == (4, 1, 1, 7)            # grid (16 rows / 4 per program), stream
+        assert args[9:] == expected
+    assert order[-2:] == ("BLOCK_AXIS", "BLOCK_INNER") and "num_warps" not in order
+    assert isinstance(step, _steps.Step)

@@ -80,3 +80,12 @@ def launch(kernel, grid, *args, **meta) -> None:
         # wrap_triton records the launch into the graph. Plain eager launches skip it: its
         # eager path costs more host time than the launch itself.
         torch.library.wrap_triton(kernel)[tuple(grid)](*args, **meta)
+
+
+def launch_prepared(prepared, tensors) -> None:
+    """``launch(prepared.kernel, prepared.grid, *tensors, *prepared.tail, **prepared.meta)``
+    (``_triton_compat.PreparedLaunch``): the same recording, dry runs and interpreter; on a GPU,
+    outside any trace, a relaunch that reuses the prepared arguments."""
+    if (_active() or _backend.INTERPRET or torch.compiler.is_compiling()
+            or _get_current_dispatch_mode() is not None or not prepared.launch(tensors)):
+        launch(prepared.kernel, prepared.grid, *tensors, *prepared.tail, **prepared.meta)

@@ -15,8 +15,9 @@ Entries:
   there (benchmarks/gpu_compile.py).
 - ``interpreter_hooks``: callbacks on the interpreter's memory operations and kernel launches, to
   count the bytes a kernel moves (benchmarks/memtrace.py).
-- ``launch_compiled``: launch a compiled-mode kernel, relaunching an already compiled
-  specialization without ``JITFunction.run``'s per-launch argument binding (tritonml/_trace.py).
+- ``launch_compiled``, ``PreparedLaunch``: launch a compiled-mode kernel, relaunching an already
+  compiled specialization without ``JITFunction.run``'s per-launch argument binding
+  (tritonml/_trace.py, tritonml/ops/_steps.py).
 """
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ from . import _backend  # first: chooses compiled or interpreted Triton before t
 
 import torch
 import triton.language as tl
+from triton import knobs
+from triton.runtime import driver
 
 CHECKED_VERSIONS = ("3.8.0", "3.9.0")
 
@@ -208,9 +211,6 @@ def launch_compiled(kernel, grid, args, meta) -> bool:
     of up to three ints), relaunching the compiled specialization directly when one exists.
 
     Returns False, launching nothing, when a tensor argument is not a plain ``torch.Tensor``."""
-    from triton import knobs
-    from triton.runtime import driver
-
     try:
         arg_keys = tuple(_arg_key(a) for a in args)
     except _NotPlain:
@@ -238,6 +238,46 @@ def launch_compiled(kernel, grid, args, meta) -> bool:
                  compiled.launch_metadata(grid, stream, *bound), knobs.runtime.launch_enter_hook,
                  knobs.runtime.launch_exit_hook, *bound)
     return True
+
+
+class PreparedLaunch:
+    """``kernel[grid](*tensors, *tail, **meta)`` with everything but the leading tensors fixed
+    (tritonml/ops/_steps.py builds one per launch of a planned call).
+
+    ``launch(tensors)`` relaunches the compiled specialization for those tensors' dtypes and
+    alignment without rebuilding the rest of the arguments; the first launch of each goes through
+    ``launch_compiled``. Returns False, launching nothing, for tensors that are not plain."""
+
+    def __init__(self, kernel, grid, tail, meta):
+        self.kernel, self.grid, self.tail, self.meta = kernel, tuple(grid), tuple(tail), dict(meta)
+        self._grid3 = (self.grid + (1, 1))[:3]
+        self._entries: dict = {}   # (device, tensor keys) -> (CompiledKernel, bound tail)
+
+    def launch(self, tensors) -> bool:
+        try:
+            tensor_keys = tuple(_arg_key(t) for t in tensors)
+        except _NotPlain:
+            return False
+        device = driver.active.get_current_device()
+        entry = self._entries.get((device, tensor_keys))
+        if entry is None:
+            launch_compiled(self.kernel, self.grid, (*tensors, *self.tail), self.meta)
+            key = (self.kernel, device, tensor_keys + tuple(_arg_key(a) for a in self.tail),
+                   tuple(self.meta.items()))
+            cached = _compiled.get(key)
+            if cached is not None:
+                compiled, order = cached
+                self._entries[(device, tensor_keys)] = (
+                    compiled, (*self.tail, *(self.meta[name] for name in order)))
+            return True
+        launch_counts["relaunched"] += 1
+        compiled, bound_tail = entry
+        bound = (*tensors, *bound_tail)
+        stream = driver.active.get_current_stream(device)
+        compiled.run(*self._grid3, stream, compiled.function, compiled.packed_metadata,
+                     compiled.launch_metadata(self.grid, stream, *bound),
+                     knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *bound)
+        return True
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,14 +18,14 @@ import triton.language as tl
 
 from tritonml_autotune import devices, select
 
-from .. import _checks, _plan, _trace
+from .. import _checks, _plan
 from .._config import ReduceConfig
 from .._dtypes import ACC_DTYPE, TL_DTYPE, TORCH_DTYPE, dtype_name, is_float
 from .._layout import ReduceLayout, reduce_layout
 from .._reduce_function import ReduceFunction
 from ..kernels import combine as _combine
 from ..kernels.reduce import reduce_kernel, reduce_partials_kernel
-from . import _scratch
+from . import _scratch, _steps
 
 INDEX_DTYPES = (torch.int32, torch.int64, torch.uint32, torch.uint64)
 
@@ -156,7 +156,9 @@ def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool
     if plan.layout is not None:
         if plan.needs_copy:
             x = x.contiguous()
-        launch_reduce(x, out, plan.layout, combine, plan.config)
+            launch_reduce(x, out, plan.layout, combine, plan.config)
+        else:
+            plan.work.run(x, out)
     return out
 
 
@@ -169,6 +171,7 @@ class _ReducePlan:
     result_dtype: torch.dtype
     spans: Optional[tuple]  # (span_bytes(out), span_bytes(x)) for a given out
     needs_copy: bool = False
+    work: Optional[_steps.Work] = None  # what each call allocates and launches (no copy needed)
 
 
 def _plan_reduce(x, axes, combine, keepdims, index_dtype, out, config) -> _ReducePlan:
@@ -244,12 +247,22 @@ def _plan_reduce(x, axes, combine, keepdims, index_dtype, out, config) -> _Reduc
             make_runner = _scratch.runner_factory(make_tensors, launch)
         config = select.choose_reduce(layout, x.dtype, x.device, combine.name,
                                       make_runner=make_runner).config
-    return _ReducePlan(layout, config, result_shape, result_dtype, spans, needs_copy)
+    work = None if needs_copy else reduce_work(
+        layout, combine, x.dtype, x.is_neg(), out is not None and out.is_neg(), config)
+    return _ReducePlan(layout, config, result_shape, result_dtype, spans, needs_copy, work)
 
 
 def launch_reduce(x, out, layout: ReduceLayout, combine: ReduceCombine, config: ReduceConfig) -> None:
     """Launch the kernels ``config`` names over an already validated, canonical layout: one launch,
     or two for "split" (partial states to a workspace, then one fold per chain)."""
+    reduce_work(layout, combine, x.dtype, x.is_neg(), out.is_neg(), config).run(x, out)
+
+
+def reduce_work(layout: ReduceLayout, combine: ReduceCombine, dtype: torch.dtype, negate_x: bool,
+                negate_out: bool, config: ReduceConfig) -> _steps.Work:
+    """The workspaces and launches ``launch_reduce`` runs, for x of ``dtype``; ``negate_x`` /
+    ``negate_out``: x / out is a torch view with the negative bit (the memory holds the negated
+    values)."""
     chains = layout.chains(config.block_inner)
     splits = config.splits
     if splits == 1:
@@ -261,26 +274,29 @@ def launch_reduce(x, out, layout: ReduceLayout, combine: ReduceCombine, config: 
     reach = max(splits * split_len, layout.red_len) + config.block_axis
     slots = chains * splits * config.block_inner if splits > 1 else 0
     index_64 = layout.needs_index_64(config.block_inner, reach, slots)
-    state = combine.state(x.dtype, index_64)
+    state = combine.state(dtype, index_64)
     functions = dict(MERGE=combine.merge, ALONG=combine.along, FINISH=combine.finish)
     meta = dict(PREPARE=combine.prepare, **functions, **state,
                 NEEDS_INDEX=combine.returns_index, RED_DIMS=layout.red_dims, INDEX_64=index_64,
-                # torch views with the negative bit: the memory holds the negated values.
-                NEGATE_X=x.is_neg(),
-                BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
+                NEGATE_X=negate_x, BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
                 num_warps=config.num_warps)
     args = (layout.red_len, split_len, *layout.kernel_args())
+    x, out = _steps.X, _steps.OUT
     if splits == 1:
-        _trace.launch(reduce_kernel, (chains, 1), x, out, out, out, *args,
-                      WRITE_PARTIAL=False, NEGATE_OUT=out.is_neg(), **meta)
-        return
-    values = torch.empty(slots, dtype=TORCH_DTYPE[state["STATE_DTYPE"]], device=x.device)
-    aux = (torch.empty(slots, dtype=TORCH_DTYPE[state["AUX_DTYPE"]], device=x.device)
-           if state["HAS_AUX"] else values)
-    _trace.launch(reduce_kernel, (chains, splits), x, out, values, aux, *args,
-                  WRITE_PARTIAL=True, NEGATE_OUT=False, **meta)
-    _trace.launch(reduce_partials_kernel, (chains,), values, aux, out, splits, layout.red_len,
-                  layout.inner_len, layout.outer_sizes, layout.out_inner_stride,
-                  layout.out_outer_strides, **functions, **state, NEGATE_OUT=out.is_neg(),
-                  INDEX_64=index_64, BLOCK_SPLIT=config.block_split,
-                  BLOCK_INNER=config.block_inner, num_warps=config.num_warps)
+        step = _steps.step(reduce_kernel, (chains, 1), (x, out, out, out), args,
+                           dict(WRITE_PARTIAL=False, NEGATE_OUT=negate_out, **meta))
+        return _steps.Work((), (step,))
+    values = 2
+    aux = 3 if state["HAS_AUX"] else values
+    workspaces = (_steps.Workspace(slots, TORCH_DTYPE[state["STATE_DTYPE"]]),)
+    if state["HAS_AUX"]:
+        workspaces += (_steps.Workspace(slots, TORCH_DTYPE[state["AUX_DTYPE"]]),)
+    partials = _steps.step(reduce_kernel, (chains, splits), (x, out, values, aux), args,
+                           dict(WRITE_PARTIAL=True, NEGATE_OUT=False, **meta))
+    fold = _steps.step(reduce_partials_kernel, (chains,), (values, aux, out),
+                       (splits, layout.red_len, layout.inner_len, layout.outer_sizes,
+                        layout.out_inner_stride, layout.out_outer_strides),
+                       dict(**functions, **state, NEGATE_OUT=negate_out, INDEX_64=index_64,
+                            BLOCK_SPLIT=config.block_split, BLOCK_INNER=config.block_inner,
+                            num_warps=config.num_warps))
+    return _steps.Work(workspaces, (partials, fold))

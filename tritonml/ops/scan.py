@@ -8,10 +8,10 @@ import torch
 
 from tritonml_autotune import devices, select
 
-from .. import _checks, _layout, _plan, _trace
+from .. import _checks, _layout, _plan
 from .._config import ScanConfig
 from .._dtypes import ACC_DTYPE, ACC_TORCH_DTYPE
-from . import _scratch
+from . import _scratch, _steps
 from ..kernels import combine as _combine
 from ..kernels.scan import scan_lookback_kernel, scan_tiled_kernel
 
@@ -49,9 +49,8 @@ def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse
         # Same strides as a dense x (``plan.out_strides``), so loads and stores coalesce along
         # the same dimension.
         out = torch.empty_strided(x.shape, plan.out_strides, dtype=x.dtype, device=x.device)
-    if plan.layout is not None:
-        launch_scan(x, out, plan.layout, combine, reverse=plan.reverse, exclusive=plan.exclusive,
-                    config=plan.config)
+    if plan.work is not None:
+        plan.work.run(x, out)
     return out
 
 
@@ -64,6 +63,7 @@ class _ScanPlan:
     reverse: bool
     exclusive: bool
     spans: Optional[tuple]  # (span_bytes(out), span_bytes(x)) for a given out
+    work: Optional[_steps.Work] = None  # what each call allocates and launches
 
 
 def _plan_scan(x, axis, combine, reverse, exclusive, out, config) -> _ScanPlan:
@@ -104,28 +104,39 @@ def _plan_scan(x, axis, combine, reverse, exclusive, out, config) -> _ScanPlan:
             make_runner = _scratch.runner_factory(make_tensors, launch)
         config = select.choose_scan(layout, x.dtype, x.device, combine.name,
                                     make_runner=make_runner).config
-    return _ScanPlan(layout, config, out_strides, reverse, exclusive, spans)
+    work = scan_work(layout, combine, x.dtype, x.is_neg(), out is not None and out.is_neg(),
+                     reverse=reverse, exclusive=exclusive, config=config)
+    return _ScanPlan(layout, config, out_strides, reverse, exclusive, spans, work)
 
 
 def launch_scan(x, out, layout, combine: ScanCombine, *, reverse: bool, exclusive: bool,
                 config: ScanConfig) -> None:
     """Launch the kernel ``config`` names over an already validated, canonical layout."""
+    scan_work(layout, combine, x.dtype, x.is_neg(), out.is_neg(), reverse=reverse,
+              exclusive=exclusive, config=config).run(x, out)
+
+
+def scan_work(layout, combine: ScanCombine, dtype: torch.dtype, negate_x: bool, negate_out: bool,
+              *, reverse: bool, exclusive: bool, config: ScanConfig) -> _steps.Work:
+    """The workspaces and launch ``launch_scan`` runs, for x of ``dtype``; ``negate_x`` /
+    ``negate_out``: x / out is a torch view with the negative bit (the memory holds the negated
+    values)."""
     chains = layout.chains(config.block_inner)
     tiles = chains * -(-layout.axis_len // config.block_axis)
     workspace_slots = tiles * config.block_inner if config.regime == "lookback" else 0
     index_64 = layout.needs_index_64(config.block_axis, config.block_inner, workspace_slots)
-    meta = dict(COMBINE=combine.fn, IDENTITY=combine.identity, ACC_DTYPE=ACC_DTYPE[x.dtype],
-                REVERSE=reverse, EXCLUSIVE=exclusive,
-                # torch views with the negative bit: the memory holds the negated values.
-                NEGATE_X=x.is_neg(), NEGATE_OUT=out.is_neg(), INDEX_64=index_64,
-                BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
+    meta = dict(COMBINE=combine.fn, IDENTITY=combine.identity, ACC_DTYPE=ACC_DTYPE[dtype],
+                REVERSE=reverse, EXCLUSIVE=exclusive, NEGATE_X=negate_x, NEGATE_OUT=negate_out,
+                INDEX_64=index_64, BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
                 num_warps=config.num_warps)
     if config.regime == "lookback":
-        acc_torch = ACC_TORCH_DTYPE[x.dtype]
-        status = torch.zeros(1 + tiles, dtype=torch.int32, device=x.device)
-        aggregates = torch.empty(tiles * config.block_inner, dtype=acc_torch, device=x.device)
-        prefixes = torch.empty(tiles * config.block_inner, dtype=acc_torch, device=x.device)
-        _trace.launch(scan_lookback_kernel, (tiles,), x, out, status, aggregates, prefixes,
-                      *layout.kernel_args(), PREFIX_EVERY=config.prefix_every, **meta)
-    else:
-        _trace.launch(scan_tiled_kernel, (chains,), x, out, *layout.kernel_args(), **meta)
+        acc_torch = ACC_TORCH_DTYPE[dtype]
+        workspaces = (_steps.Workspace(1 + tiles, torch.int32, zeroed=True),   # status words
+                      _steps.Workspace(tiles * config.block_inner, acc_torch),  # aggregates
+                      _steps.Workspace(tiles * config.block_inner, acc_torch))  # prefixes
+        step = _steps.step(scan_lookback_kernel, (tiles,), (_steps.X, _steps.OUT, 2, 3, 4),
+                           layout.kernel_args(), dict(PREFIX_EVERY=config.prefix_every, **meta))
+        return _steps.Work(workspaces, (step,))
+    step = _steps.step(scan_tiled_kernel, (chains,), (_steps.X, _steps.OUT), layout.kernel_args(),
+                       meta)
+    return _steps.Work((), (step,))

@@ -1,0 +1,51 @@
+"""A launcher's work for one planned call, as data: the workspaces to allocate and the kernel
+launches, each with every argument but its tensors.
+
+Everything here follows from the plan (layout, config, dtypes, negative-view flags), so a plan
+builds its ``Work`` once and every later call only allocates the workspaces and launches
+(``Work.run``). The launches go through ``tritonml._trace.launch_prepared``: recorded, dry-run or
+interpreted exactly as ``_trace.launch`` would, and on a GPU relaunched without rebuilding their
+arguments.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .. import _trace
+from .._triton_compat import PreparedLaunch
+
+X, OUT = 0, 1   # tensor slots: x, out, then the workspaces in order
+
+
+@dataclass(frozen=True)
+class Workspace:
+    numel: int
+    dtype: torch.dtype
+    zeroed: bool = False   # zero-filled (a memset) rather than uninitialized
+
+
+@dataclass(frozen=True)
+class Step:
+    """One launch: ``kernel[grid](*tensors, *tail, **meta)`` with ``tensors`` taken from slots."""
+    slots: tuple
+    launch: PreparedLaunch
+
+
+@dataclass(frozen=True)
+class Work:
+    workspaces: tuple
+    steps: tuple
+
+    def run(self, x: torch.Tensor, out: torch.Tensor) -> None:
+        tensors = [x, out]
+        for space in self.workspaces:
+            make = torch.zeros if space.zeroed else torch.empty
+            tensors.append(make(space.numel, dtype=space.dtype, device=x.device))
+        for step in self.steps:
+            _trace.launch_prepared(step.launch, [tensors[slot] for slot in step.slots])
+
+
+def step(kernel, grid, slots, tail, meta) -> Step:
+    return Step(tuple(slots), PreparedLaunch(kernel, grid, tail, meta))
