@@ -141,7 +141,12 @@ def main(argv=None) -> int:
     parser.add_argument("--dtypes", default=",".join(dtype_name(d) for d in SUPPORTED_DTYPES))
     parser.add_argument("--ops", default="scan,reduce")
     parser.add_argument("--dry-run", action="store_true", help="CPU tensors, tiny shapes")
+    parser.add_argument("--autotune", action="store_true",
+                        help="time candidate configs on first calls (slow: up to 12 compiles and "
+                             "timings per new shape); by default the cost model chooses")
     args = parser.parse_args(argv)
+    from tritonml_autotune import engine
+    engine.set_timing(True if args.autotune else False)
     gpu = torch.cuda.is_available() and not args.dry_run
     device = "cuda" if gpu else "cpu"
     dtypes = [DTYPE_BY_NAME[d.strip()] for d in args.dtypes.split(",") if d.strip()]
