@@ -325,3 +325,23 @@ def test_a_prepared_launch_passes_exactly_what_a_full_launch_passes(monkeypatch)
         assert args[9:] == expected
     assert order[-2:] == ("BLOCK_AXIS", "BLOCK_INNER") and "num_warps" not in order
     assert isinstance(step, _steps.Step)
+
+
+def test_tuning_forget_drops_the_plans_and_timing_can_be_switched(plan_counts):
+    from tritonml import tuning
+    from tritonml_autotune import engine
+    x = torch.randn(3, 9)
+    tritonml.cumulative_sum(x, 1)
+    tritonml.cumulative_sum(x, 1)
+    assert plan_counts["scan"] == 1
+    tuning.forget()
+    got = tritonml.cumulative_sum(x, 1)
+    assert plan_counts["scan"] == 2
+    np.testing.assert_allclose(got.numpy(), np.cumsum(x.double().numpy(), 1), rtol=1e-6, atol=1e-6)
+    with tuning.timing(False):
+        assert not engine.timing_enabled()
+    tuning.set_timing(True)
+    try:
+        assert engine.timing_enabled()
+    finally:
+        tuning.set_timing(None)

@@ -8,15 +8,32 @@ an H100 would, so their configs, grids and bytes moved can be checked without a 
 The block is per thread and nests (the innermost wins; ``target(None)`` turns a target off inside
 it). It overrides the environment variable, which is read at every config choice. An unknown name
 raises ValueError listing the known targets (``targets()``). See docs/tuning.md.
+
+``set_timing(False)`` / ``with timing(False): ...`` turn the timing of candidate configs on a GPU
+off (on with True; None follows ``TRITONML_AUTOTUNE``); ``forget()`` drops the configs chosen so
+far in this process.
 """
 from __future__ import annotations
 
 from contextlib import contextmanager
 
-from tritonml_autotune import devices
+from tritonml_autotune import devices, select
 from tritonml_autotune.devices import TARGET_ENV, Device
+from tritonml_autotune.engine import set_timing, timing
 
-__all__ = ["Device", "TARGET_ENV", "current", "device", "target", "targets"]
+from . import _plan
+
+__all__ = ["Device", "TARGET_ENV", "current", "device", "forget", "set_timing", "target", "targets",
+           "timing"]
+
+
+def forget() -> None:
+    """Forget the configs this process has chosen (the tuner's answers and the launchers' plans),
+    so the next call of each shape chooses again: after the tuning cache changed under this
+    process (``tritonml tune`` in another one, or ``tritonml tune --clear``), or after
+    ``set_timing`` changed."""
+    select.forget()
+    _plan.clear()
 
 
 @contextmanager
