@@ -35,9 +35,14 @@ TUNER_SCAN_CASES = {
 }
 
 
+# The dtypes whose HAS_INITIAL=True specializations are compiled too (``initial_scan_launches``).
+INITIAL_DTYPES = (torch.float32, torch.int32)
+
+
 def scan_launches(dtypes=SUPPORTED_DTYPES, regimes=(*SCAN_REGIME_SHAPES, *TUNER_SCAN_CASES),
-                  directions=(False, True), exclusives=(False, True), combine=SUM):
-    """Describe the launch of every (regime, dtype, reverse, exclusive) the GPU heuristics choose."""
+                  directions=(False, True), exclusives=(False, True), combine=SUM, initial=False):
+    """Describe the launch of every (regime, dtype, reverse, exclusive) the GPU heuristics choose;
+    ``initial``: with an ``initial=`` carry-in (the kernels' HAS_INITIAL specializations)."""
     descriptions = []
     for regime, dtype, reverse, exclusive in itertools.product(regimes, dtypes, directions, exclusives):
         if regime in TUNER_SCAN_CASES:
@@ -50,11 +55,19 @@ def scan_launches(dtypes=SUPPORTED_DTYPES, regimes=(*SCAN_REGIME_SHAPES, *TUNER_
         if regime not in TUNER_SCAN_CASES:
             config = scan_config(layout, "cuda", acc_bytes=acc_bytes)
             assert config.regime == regime, (regime, config)
+        init = torch.empty(shape[:axis] + shape[axis + 1:], dtype=dtype) if initial else None
         with _trace.record(execute=False) as rec:
-            cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive, config=config)
+            cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive, initial=init,
+                            config=config)
         for launch in rec.launches:
             desc = describe(launch)
             desc["case"] = dict(regime=regime, dtype=str(dtype).replace("torch.", ""),
-                                reverse=reverse, exclusive=exclusive, combine=combine.name)
+                                reverse=reverse, exclusive=exclusive, combine=combine.name,
+                                initial=initial)
             descriptions.append(desc)
     return descriptions
+
+
+def initial_scan_launches():
+    """Every regime's HAS_INITIAL=True launches, for ``INITIAL_DTYPES``."""
+    return scan_launches(dtypes=INITIAL_DTYPES, initial=True)

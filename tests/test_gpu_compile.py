@@ -4,7 +4,8 @@ contiguous float32 data, no spills.
 
 One subprocess per core runs compiled Triton (``benchmarks/gpu_compile.py``); the cases come from
 tests/gpu_compile_cases.py: regime (rows, columns, look-back, the tuner's taller look-back tile) x
-dtype x direction x exclusive = 192 launches per arch.
+dtype x direction x exclusive = 192 launches per arch, plus the ``initial=`` carry-in's
+(HAS_INITIAL) launches for float32 and int32 in every regime (32 per arch).
 """
 from __future__ import annotations
 
@@ -15,20 +16,20 @@ import time
 import pytest
 
 from benchmarks.gpu_compile import compile_in_subprocess, run_workers
-from gpu_compile_cases import scan_launches
+from gpu_compile_cases import INITIAL_DTYPES, initial_scan_launches, scan_launches
 
 
 @pytest.fixture(scope="module")
 def compiled_scans():
-    return compile_in_subprocess(scan_launches(), archs=(80, 90))
+    return compile_in_subprocess(scan_launches() + initial_scan_launches(), archs=(80, 90))
 
 
 def test_every_scan_specialization_compiles_for_sm80_and_sm90(compiled_scans):
     failures = [(r["case"], r["arch"], r.get("error")) for r in compiled_scans if not r["ok"]]
     assert not failures, failures[:5]
     covered = {(r["case"]["regime"], r["case"]["dtype"], r["case"]["reverse"], r["case"]["exclusive"],
-                r["arch"]) for r in compiled_scans}
-    assert len(covered) == 4 * 12 * 2 * 2 * 2
+                r["case"]["initial"], r["arch"]) for r in compiled_scans}
+    assert len(covered) == 4 * 12 * 2 * 2 * 2 + 4 * len(INITIAL_DTYPES) * 2 * 2 * 2
 
 
 # ptxas keeps spills in the stack frame. Three look-back specializations (uint8/uint16 on sm_80)

@@ -313,12 +313,13 @@ def test_a_prepared_launch_passes_exactly_what_a_full_launch_passes(monkeypatch)
     (step,) = work.steps
     prepared = _triton_compat.PreparedLaunch(kernel, step.launch.grid, step.launch.tail,
                                              step.launch.meta)
-    order = tuple(p.name for p in kernel.params[2 + len(prepared.tail):])
-    key = (kernel, 0, tuple(_triton_compat._arg_key(a) for a in (x, out, *prepared.tail)),
+    # tensors: x, out and the initial's slot (x stands in without one)
+    order = tuple(p.name for p in kernel.params[3 + len(prepared.tail):])
+    key = (kernel, 0, tuple(_triton_compat._arg_key(a) for a in (x, out, x, *prepared.tail)),
            tuple(prepared.meta.items()))
     monkeypatch.setitem(_triton_compat._compiled, key, (Compiled(), order))
-    assert prepared.launch([x, out]) and prepared.launch([x, out])
-    expected = (x, out, *prepared.tail, *(prepared.meta[name] for name in order))
+    assert prepared.launch([x, out, x]) and prepared.launch([x, out, x])
+    expected = (x, out, x, *prepared.tail, *(prepared.meta[name] for name in order))
     assert len(calls) == 2
     for args in calls:
         assert args[:4] == (4, 1, 1, 7)            # grid (16 rows / 4 per program), stream

@@ -38,8 +38,9 @@ def test_every_op_is_registered_under_the_tritonml_namespace():
              "cumulative_product_out", "cumulative_product_", "reduce", "reduce_out"]
     schemas = {name: str(getattr(OPS, name).default._schema) for name in names}
     assert schemas["cumulative_sum"] == ("tritonml::cumulative_sum(Tensor x, SymInt axis, "
-                                         "bool reverse=False, bool exclusive=False) -> Tensor")
-    assert schemas["cumulative_sum_out"].endswith("Tensor(a4!) out) -> ()")
+                                         "bool reverse=False, bool exclusive=False, "
+                                         "Tensor? initial=None) -> Tensor")
+    assert schemas["cumulative_sum_out"].endswith("Tensor(a4!) out, Tensor? initial=None) -> ()")
     assert schemas["cumulative_product_"].startswith("tritonml::cumulative_product_(Tensor(a0!) x")
     assert schemas["reduce"] == ("tritonml::reduce(Tensor x, str function, SymInt[] axes, "
                                  "bool keepdims, ScalarType index_dtype) -> Tensor")

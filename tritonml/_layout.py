@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Optional, Sequence
 
 MAX_OUTER_DIMS = 6     # kept dims besides the inner one (rank 8: axis + inner + 6)
 MAX_REDUCED_DIMS = 4   # reduced dims after merging
@@ -101,10 +101,15 @@ class _Chains:
 @dataclass(frozen=True)
 class AxisLayout(_Chains):
     """Two tensors (``x`` read, ``out`` written) of one shape viewed as outer dims x axis x inner;
-    the kernels decompose a program's outer index over the outer dims."""
+    the kernels decompose a program's outer index over the outer dims. ``init_*``: the strides of
+    an ``initial`` carry-in (x's shape without the axis) over the same outer dims and inner dim,
+    all 0 without one."""
     axis_len: int
     x_axis_stride: int
     out_axis_stride: int
+    init_inner_stride: int = 0
+    init_outer_strides: tuple = (0,) * MAX_OUTER_DIMS
+    init_last: int = 0  # offset of the last element the initial addresses
 
     @property
     def axis_is_contiguous(self) -> bool:
@@ -117,34 +122,51 @@ class AxisLayout(_Chains):
         return needs_index_64(
             self.x_last + block_axis * self.x_axis_stride + block_inner * self.x_inner_stride,
             self.out_last + block_axis * self.out_axis_stride + block_inner * self.out_inner_stride,
+            self.init_last + block_inner * self.init_inner_stride,
             workspace_slots)
 
     def kernel_args(self) -> tuple:
         """The scan kernels' layout arguments, in their order."""
         return (self.axis_len, self.inner_len, self.outer_sizes,
                 self.x_axis_stride, self.x_inner_stride, self.x_outer_strides,
-                self.out_axis_stride, self.out_inner_stride, self.out_outer_strides)
+                self.out_axis_stride, self.out_inner_stride, self.out_outer_strides,
+                self.init_inner_stride, self.init_outer_strides)
 
 
 def axis_layout(shape: Sequence[int], x_strides: Sequence[int], out_strides: Sequence[int],
-                axis: int) -> AxisLayout:
-    """Canonical outer x axis x inner view of a same-shaped (x, out) pair around ``axis``."""
+                axis: int, init_strides: Optional[Sequence[int]] = None) -> AxisLayout:
+    """Canonical outer x axis x inner view of a same-shaped (x, out) pair around ``axis``.
+
+    ``init_strides``: an ``initial`` carry-in's strides, one per dim of x but the axis (None
+    without one). Its strides are a third column of the merge, so dims merge only where they are
+    one dim in the initial too."""
     if len(shape) == 0:
         shape, x_strides, out_strides, axis = (1,), (1,), (1,), 0
+        init_strides = () if init_strides is not None else None
     others = [i for i in range(len(shape)) if i != axis]
-    dims = merge_dims([(shape[i], (x_strides[i], out_strides[i])) for i in others])
-    inner_len, (x_inner, out_inner) = dims[-1] if dims else (1, (0, 0))
+    if init_strides is None:
+        columns = {i: (x_strides[i], out_strides[i]) for i in others}
+    else:
+        columns = {i: (x_strides[i], out_strides[i], st) for i, st in zip(others, init_strides)}
+    dims = merge_dims([(shape[i], columns[i]) for i in others])
+    inner_len, inner_columns = dims[-1] if dims else (1, (0, 0, 0))
     outer = dims[:-1]
     axis_len = shape[axis]
     x_axis, out_axis = (x_strides[axis], out_strides[axis]) if axis_len > 1 else (0, 0)
+    extra = {}
+    if init_strides is not None:
+        extra = dict(
+            init_inner_stride=inner_columns[2],
+            init_outer_strides=_pad((d[1][2] for d in outer), MAX_OUTER_DIMS, 0),
+            init_last=last_offset([shape[i] for i in others], init_strides))
     return AxisLayout(
         axis_len=axis_len, inner_len=inner_len,
         outer_sizes=_pad((d[0] for d in outer), MAX_OUTER_DIMS, 1),
-        x_axis_stride=x_axis, x_inner_stride=x_inner,
+        x_axis_stride=x_axis, x_inner_stride=inner_columns[0],
         x_outer_strides=_pad((d[1][0] for d in outer), MAX_OUTER_DIMS, 0),
-        out_axis_stride=out_axis, out_inner_stride=out_inner,
+        out_axis_stride=out_axis, out_inner_stride=inner_columns[1],
         out_outer_strides=_pad((d[1][1] for d in outer), MAX_OUTER_DIMS, 0),
-        x_last=last_offset(shape, x_strides), out_last=last_offset(shape, out_strides))
+        x_last=last_offset(shape, x_strides), out_last=last_offset(shape, out_strides), **extra)
 
 
 # --------------------------------------------------------------------------------------------

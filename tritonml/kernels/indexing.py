@@ -30,6 +30,19 @@ def unflatten_offsets(flat, sizes, strides, other_strides):
 
 
 @triton.jit
+def chain_position(chain, inner_len, INDEX_64: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """A chain's outer index, its inner positions [1, BLOCK_INNER] and their mask."""
+    inner_blocks = tl.cdiv(inner_len, BLOCK_INNER)
+    outer_idx = chain // inner_blocks
+    inner_block = chain % inner_blocks
+    if INDEX_64:
+        outer_idx = outer_idx.to(tl.int64)
+        inner_block = inner_block.to(tl.int64)
+    inner_idx = inner_block * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :]
+    return outer_idx, inner_idx, inner_idx < inner_len
+
+
+@triton.jit
 def chain_offsets(chain, inner_len, outer_sizes, x_outer_strides, out_outer_strides,
                   x_inner_stride, out_inner_stride,
                   INDEX_64: tl.constexpr, BLOCK_INNER: tl.constexpr):
@@ -38,13 +51,6 @@ def chain_offsets(chain, inner_len, outer_sizes, x_outer_strides, out_outer_stri
 
     Returns (x_offsets [1, BLOCK_INNER], out_offsets [1, BLOCK_INNER], inner_mask [1, BLOCK_INNER]).
     """
-    inner_blocks = tl.cdiv(inner_len, BLOCK_INNER)
-    outer_idx = chain // inner_blocks
-    inner_block = chain % inner_blocks
-    if INDEX_64:
-        outer_idx = outer_idx.to(tl.int64)
-        inner_block = inner_block.to(tl.int64)
+    outer_idx, inner_idx, inner_mask = chain_position(chain, inner_len, INDEX_64, BLOCK_INNER)
     x_base, out_base = unflatten_offsets(outer_idx, outer_sizes, x_outer_strides, out_outer_strides)
-    inner_idx = inner_block * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :]
-    inner_mask = inner_idx < inner_len
     return x_base + inner_idx * x_inner_stride, out_base + inner_idx * out_inner_stride, inner_mask

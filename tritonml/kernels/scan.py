@@ -16,6 +16,11 @@ tile order plus a reversed in-tile scan, so tiles stay aligned in memory in both
 Exclusive results come from shifting the loaded window by one element along the traversal (see
 ``_scan_tile``), never from subtracting or dividing.
 
+HAS_INITIAL: each scan's tally starts from its element of ``initial`` (x's shape without the axis,
+read once per chain in ACC_DTYPE, ``_first_carry``) instead of the identity; the tiled kernel
+carries it from the start, the look-back's first tile in traversal order folds it into the prefix
+it publishes.
+
 Determinism: the tally entering a tile is always the left fold, in traversal order, of the totals
 of the tiles before it. The tiled kernel computes it by construction; the look-back kernel folds
 the predecessors' aggregates forward from the nearest published prefix, which gives the same value
@@ -28,7 +33,7 @@ import triton
 import triton.language as tl
 
 from .combine import scan_along
-from .indexing import chain_offsets
+from .indexing import chain_offsets, chain_position, unflatten_offsets
 
 # Tile states in the look-back kernel's status words.
 STATE_EMPTY = tl.constexpr(0)      # nothing published yet (the workspace starts zeroed)
@@ -96,19 +101,38 @@ def _scan_tile(x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride,
 
 
 @triton.jit
+def _first_carry(init_ptr, chain, inner_len, outer_sizes, init_inner_stride, init_outer_strides,
+                 IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr, HAS_INITIAL: tl.constexpr,
+                 NEGATE_INIT: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """The tally a chain starts from, [1, BLOCK_INNER] in ACC_DTYPE: its slice of ``initial``
+    (HAS_INITIAL; NEGATE_INIT: a negative view) or the identity."""
+    carry = tl.full([1, BLOCK_INNER], IDENTITY, ACC_DTYPE)
+    if HAS_INITIAL:
+        outer_idx, inner_idx, inner_mask = chain_position(chain, inner_len, INDEX_64, BLOCK_INNER)
+        base, _ = unflatten_offsets(outer_idx, outer_sizes, init_outer_strides, init_outer_strides)
+        values = tl.load(init_ptr + base + inner_idx * init_inner_stride,
+                         mask=inner_mask).to(ACC_DTYPE)
+        if NEGATE_INIT:
+            values = -values
+        carry = tl.where(inner_mask, values, carry)
+    return carry
+
+
+@triton.jit
 def scan_tiled_kernel(
     # pointers
-    x_ptr, out_ptr,
+    x_ptr, out_ptr, init_ptr,
     # layout (tritonml._layout.AxisLayout.kernel_args): lengths, then each tensor's strides in
     # elements; the outer tuples have one entry per outer dim, outermost first
     axis_len, inner_len, outer_sizes,
     x_axis_stride, x_inner_stride, x_outer_strides,
     out_axis_stride, out_inner_stride, out_outer_strides,
+    init_inner_stride, init_outer_strides,
     # meta-parameters
     COMBINE: tl.constexpr, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
     REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
-    NEGATE_OUT: tl.constexpr, INDEX_64: tl.constexpr,
-    BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
+    NEGATE_OUT: tl.constexpr, HAS_INITIAL: tl.constexpr, NEGATE_INIT: tl.constexpr,
+    INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
 ):
     """One program per (outer index, block of BLOCK_INNER inner positions); grid = outer_len *
     cdiv(inner_len, BLOCK_INNER). The program walks the whole axis in [BLOCK_AXIS, BLOCK_INNER]
@@ -119,7 +143,10 @@ def scan_tiled_kernel(
         chain, inner_len, outer_sizes, x_outer_strides, out_outer_strides, x_inner_stride,
         out_inner_stride, INDEX_64, BLOCK_INNER)
     n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)
-    carry = tl.full([1, BLOCK_INNER], IDENTITY, ACC_DTYPE)  # tally of the tiles already traversed
+    # tally of the tiles already traversed, starting from the initial
+    carry = _first_carry(init_ptr, chain, inner_len, outer_sizes, init_inner_stride,
+                         init_outer_strides, IDENTITY, ACC_DTYPE, HAS_INITIAL, NEGATE_INIT,
+                         INDEX_64, BLOCK_INNER)
     for step in range(0, n_tiles):
         if REVERSE:
             tile = n_tiles - 1 - step
@@ -166,17 +193,18 @@ def _wait_for_state(status_ptr, slot):
 def scan_lookback_kernel(
     # pointers: data, then the zeroed status words ([0] is the ticket counter, [1 + slot] the
     # state of each tile) and the per-tile aggregate and inclusive-prefix vectors
-    x_ptr, out_ptr, status_ptr, aggregate_ptr, prefix_ptr,
+    x_ptr, out_ptr, init_ptr, status_ptr, aggregate_ptr, prefix_ptr,
     # layout (tritonml._layout.AxisLayout.kernel_args): lengths, then each tensor's strides in
     # elements; the outer tuples have one entry per outer dim, outermost first
     axis_len, inner_len, outer_sizes,
     x_axis_stride, x_inner_stride, x_outer_strides,
     out_axis_stride, out_inner_stride, out_outer_strides,
+    init_inner_stride, init_outer_strides,
     # meta-parameters
     COMBINE: tl.constexpr, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
     REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
-    NEGATE_OUT: tl.constexpr, INDEX_64: tl.constexpr,
-    BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr, PREFIX_EVERY: tl.constexpr,
+    NEGATE_OUT: tl.constexpr, HAS_INITIAL: tl.constexpr, NEGATE_INIT: tl.constexpr,
+    INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr, PREFIX_EVERY: tl.constexpr,
 ):
     """One program per tile; grid = (independent scans) * cdiv(axis_len, BLOCK_AXIS).
 
@@ -204,8 +232,12 @@ def scan_lookback_kernel(
         REVERSE, EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS, BLOCK_INNER)
 
     if step == 0:
-        carry = tl.full([1, BLOCK_INNER], IDENTITY, ACC_DTYPE)
-        _publish(prefix_ptr, status_ptr, ticket, total, STATE_PREFIX, BLOCK_INNER)
+        # The first tile in traversal order starts from the initial, so every published prefix
+        # (and every tally folded from one) includes it.
+        carry = _first_carry(init_ptr, chain, inner_len, outer_sizes, init_inner_stride,
+                             init_outer_strides, IDENTITY, ACC_DTYPE, HAS_INITIAL, NEGATE_INIT,
+                             INDEX_64, BLOCK_INNER)
+        _publish(prefix_ptr, status_ptr, ticket, COMBINE(carry, total), STATE_PREFIX, BLOCK_INNER)
     else:
         _publish(aggregate_ptr, status_ptr, ticket, total, STATE_AGGREGATE, BLOCK_INNER)
         # Walk back to the nearest published prefix...

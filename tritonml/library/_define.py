@@ -97,15 +97,15 @@ _len_function_modes = getattr(torch._C, "_len_torch_function_stack", None)
 _DIRECT_CALLS_POSSIBLE = _peek_functorch is not None and _len_function_modes is not None
 
 
-def direct_call_allowed(x, out=None) -> bool:
-    """True when calling the launcher on ``x`` (and ``out``) is indistinguishable from calling the
-    registered op: plain tensors, nothing to differentiate, and no compile, trace, torch.func
-    transform, torch function/dispatch mode or profiler in progress."""
-    if not _DIRECT_CALLS_POSSIBLE or type(x) is not torch.Tensor:
+def direct_call_allowed(x, out=None, inputs=()) -> bool:
+    """True when calling the launcher on ``x`` (and ``out``, and the further tensor ``inputs``,
+    such as a scan's initial) is indistinguishable from calling the registered op: plain tensors,
+    nothing to differentiate, and no compile, trace, torch.func transform, torch function/dispatch
+    mode or profiler in progress."""
+    tensors = (x, *inputs) if out is None else (x, out, *inputs)
+    if not _DIRECT_CALLS_POSSIBLE or any(type(t) is not torch.Tensor for t in tensors):
         return False
-    if out is not None and type(out) is not torch.Tensor:
-        return False
-    if torch.is_grad_enabled() and (x.requires_grad or (out is not None and out.requires_grad)):
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return False
     return not (torch.compiler.is_compiling() or torch.jit.is_tracing()
                 or _peek_functorch() is not None or _len_function_modes()

@@ -3,19 +3,22 @@ public functions ``tritonml.cumulative_sum`` / ``tritonml.cumulative_product`` t
 
 Each operator is three ops (shown for the sum; the product's are named alike):
 
-    tritonml::cumulative_sum(Tensor x, int axis, bool reverse=False, bool exclusive=False) -> Tensor
-    tritonml::cumulative_sum_out(Tensor x, int axis, bool reverse, bool exclusive, Tensor(a!) out) -> ()
-    tritonml::cumulative_sum_(Tensor(a!) x, int axis, bool reverse=False, bool exclusive=False) -> ()
+    tritonml::cumulative_sum(Tensor x, int axis, bool reverse=False, bool exclusive=False,
+                             Tensor? initial=None) -> Tensor
+    tritonml::cumulative_sum_out(Tensor x, int axis, bool reverse, bool exclusive, Tensor(a!) out,
+                                 Tensor? initial=None) -> ()
+    tritonml::cumulative_sum_(Tensor(a!) x, int axis, bool reverse=False, bool exclusive=False,
+                              Tensor? initial=None) -> ()
 
-Only the functional op is differentiable, as in torch: the out= and in-place forms refuse inputs
-that require grad. Backward passes are scans on tritonml's own kernels (docs/torch.md).
+Only the functional op is differentiable (in x and in ``initial``), as in torch: the out= and
+in-place forms refuse inputs that require grad. Backward passes are scans on tritonml's own kernels (docs/torch.md).
 """
 from typing import Optional
 
 import torch
 
 from .. import _checks
-from ..ops.scan import PRODUCT, SUM, ScanCombine, cumulative_scan
+from ..ops.scan import PRODUCT, SUM, ScanCombine, check_initial_meta, cumulative_scan
 from ._define import batch_first, define, differentiable, direct_call_allowed, mutated
 
 
@@ -29,97 +32,136 @@ class _ScanOps:
 
     def __init__(self, name: str, combine: ScanCombine):
         @define(name)
-        def functional(x: torch.Tensor, axis: int, reverse: bool = False,
-                       exclusive: bool = False) -> torch.Tensor:
-            return cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive)
+        def functional(x: torch.Tensor, axis: int, reverse: bool = False, exclusive: bool = False,
+                       initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+            return cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive,
+                                   initial=initial)
 
         @define(f"{name}_out", mutates_args=("out",))
         def out_variant(x: torch.Tensor, axis: int, reverse: bool, exclusive: bool,
-                        out: torch.Tensor) -> None:
-            cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive, out=out)
+                        out: torch.Tensor, initial: Optional[torch.Tensor] = None) -> None:
+            cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive,
+                            initial=initial, out=out)
 
         @define(f"{name}_", mutates_args=("x",))
-        def in_place(x: torch.Tensor, axis: int, reverse: bool = False,
-                     exclusive: bool = False) -> None:
-            cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive, out=x)
+        def in_place(x: torch.Tensor, axis: int, reverse: bool = False, exclusive: bool = False,
+                     initial: Optional[torch.Tensor] = None) -> None:
+            cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive,
+                            initial=initial, out=x)
 
         self.functional, self.out, self.in_place = functional, out_variant, in_place
         self.combine = combine
         functional.register_fake(_fake)
-        out_variant.register_fake(_fake_mutation)
-        in_place.register_fake(_fake_mutation)
+        out_variant.register_fake(_fake_out)
+        in_place.register_fake(_fake_in_place)
         functional.register_vmap(self._vmap_functional)
         out_variant.register_vmap(self._vmap_out)
         in_place.register_vmap(self._vmap_in_place)
 
-    def __call__(self, x, axis, reverse, exclusive, out: Optional[torch.Tensor]):
+    def __call__(self, x, axis, reverse, exclusive, initial: Optional[torch.Tensor],
+                 out: Optional[torch.Tensor]):
         """The public function: normalize what the schema types, then call one op (or, in plain
         eager code, the launcher the op would call: ``_define.direct_call_allowed``)."""
-        if direct_call_allowed(x, out):
+        if direct_call_allowed(x, out, (initial,) if initial is not None else ()):
             result = cumulative_scan(x, axis, self.combine, reverse=reverse, exclusive=exclusive,
-                                     out=out)
+                                     initial=initial, out=out)
             if out is not None:
                 mutated(out)
             return result
         if not torch.compiler.is_compiling():
             _checks.check_readable("x", x)  # before the dispatcher, which has no sparse kernel
+            if initial is not None:
+                _checks.check_readable("initial", initial)
         axis = _checks.normalize_axis(axis, x.dim())
         reverse = _checks.check_bool("reverse", reverse)
         exclusive = _checks.check_bool("exclusive", exclusive)
         if out is None:
-            return self.differentiable(x, axis, reverse, exclusive)
+            return self.differentiable(x, axis, reverse, exclusive, initial)
         if not torch.compiler.is_compiling():
             _checks.check_readable("out", out)
         _checks.check_out_grad(out, x)
+        if initial is not None:
+            _checks.check_out_grad(out, initial)
         if out is x:
-            self.in_place(x, axis, reverse, exclusive)
+            self.in_place(x, axis, reverse, exclusive, initial)
         else:
-            self.out(x, axis, reverse, exclusive, out)
+            self.out(x, axis, reverse, exclusive, out, initial)
         return out
 
     # --- vmap: the batch dim goes first and the axis moves past it; a batch of 0-d tensors
-    # (each acting as shape [1]) becomes a batch of length-1 rows ---
-    def _vmap_functional(self, info, in_dims, x, axis, reverse=False, exclusive=False):
-        if in_dims[0] is None:
-            return self.functional(x, axis, reverse, exclusive), None
-        x = x.movedim(in_dims[0], 0)
+    # (each acting as shape [1]) becomes a batch of length-1 rows. A batched initial moves its
+    # batch dim first too; an unbatched one is expanded over the batch (``_batch_initial``) ---
+    def _vmap_functional(self, info, in_dims, x, axis, reverse=False, exclusive=False,
+                         initial=None):
+        init_dim = in_dims[4] if len(in_dims) > 4 else None
+        if in_dims[0] is None and init_dim is None:
+            return self.functional(x, axis, reverse, exclusive, initial), None
+        size = info.batch_size
+        x = x.movedim(in_dims[0], 0) if in_dims[0] is not None else x.expand(size, *x.shape)
+        initial = _batch_initial(initial, init_dim, size)
         if x.dim() == 1:
-            return self.functional(x.unsqueeze(1), 1, reverse, exclusive).squeeze(1), 0
-        return self.functional(x, _batched_axis(axis, x.dim() - 1), reverse, exclusive), 0
+            return self.functional(x.unsqueeze(1), 1, reverse, exclusive, initial).squeeze(1), 0
+        return self.functional(x, _batched_axis(axis, x.dim() - 1), reverse, exclusive,
+                               initial), 0
 
-    def _vmap_out(self, info, in_dims, x, axis, reverse, exclusive, out):
+    def _vmap_out(self, info, in_dims, x, axis, reverse, exclusive, out, initial=None):
+        init_dim = in_dims[5] if len(in_dims) > 5 else None
         batched = batch_first(x, in_dims[0], out, in_dims[4])
         if batched is None:
-            self.out(x, axis, reverse, exclusive, out)
+            if init_dim is not None:
+                raise ValueError("out: under vmap, out must be batched when initial is (each batch "
+                                 "element writes its own result)")
+            self.out(x, axis, reverse, exclusive, out, initial)
             return None, None
         x, out = batched
+        initial = _batch_initial(initial, init_dim, out.shape[0])
         if x.dim() == 1:
             x, out, axis = x.unsqueeze(1), out.unsqueeze(1), 1
         else:
             axis = _batched_axis(axis, x.dim() - 1)
-        self.out(x, axis, reverse, exclusive, out)
+        self.out(x, axis, reverse, exclusive, out, initial)
         return None, None
 
-    def _vmap_in_place(self, info, in_dims, x, axis, reverse=False, exclusive=False):
+    def _vmap_in_place(self, info, in_dims, x, axis, reverse=False, exclusive=False,
+                       initial=None):
+        init_dim = in_dims[4] if len(in_dims) > 4 else None
         if in_dims[0] is None:
-            self.in_place(x, axis, reverse, exclusive)
+            if init_dim is not None:
+                raise ValueError("x: under vmap, an in-place scan needs x batched when initial "
+                                 "is (each batch element writes its own result)")
+            self.in_place(x, axis, reverse, exclusive, initial)
             return None, None
         x = x.movedim(in_dims[0], 0)
+        initial = _batch_initial(initial, init_dim, x.shape[0])
         if x.dim() == 1:
             x, axis = x.unsqueeze(1), 1
         else:
             axis = _batched_axis(axis, x.dim() - 1)
-        self.in_place(x, axis, reverse, exclusive)
+        self.in_place(x, axis, reverse, exclusive, initial)
         return None, None
 
 
-def _fake(x, axis, reverse=False, exclusive=False):
-    _checks.normalize_axis(axis, x.dim())
+def _batch_initial(initial, init_dim, size: int):
+    """An initial with its batch dim first: moved there, or expanded over ``size`` when the
+    initial is not batched (None stays None)."""
+    if initial is None:
+        return None
+    if init_dim is not None:
+        return initial.movedim(init_dim, 0)
+    return initial.expand(size, *initial.shape)
+
+
+def _fake(x, axis, reverse=False, exclusive=False, initial=None):
+    check_initial_meta(initial, x, _checks.normalize_axis(axis, x.dim()))
     return torch.empty_like(x)
 
 
-def _fake_mutation(x, axis, reverse=False, exclusive=False, out=None):
-    _checks.normalize_axis(axis, x.dim())
+def _fake_out(x, axis, reverse, exclusive, out, initial=None):
+    check_initial_meta(initial, x, _checks.normalize_axis(axis, x.dim()))
+
+
+def _fake_in_place(x, axis, reverse=False, exclusive=False, initial=None):
+    check_initial_meta(initial, x, _checks.normalize_axis(axis, x.dim()))
 
 
 SUM_OPS = _ScanOps("cumulative_sum", SUM)
@@ -130,16 +172,22 @@ PRODUCT_OPS = _ScanOps("cumulative_product", PRODUCT)
 # Autograd
 # ---------------------------------------------------------------------------------------------
 def _setup_context(ctx, inputs, output):
-    x, axis, reverse, exclusive = inputs
+    x, axis, reverse, exclusive = inputs[:4]
+    initial = inputs[4] if len(inputs) > 4 else None
     ctx.axis, ctx.reverse, ctx.exclusive = axis, reverse, exclusive
-    ctx.save_for_backward(x, output)
+    ctx.has_initial = initial is not None
+    ctx.save_for_backward(x, output, initial)
 
 
 def _sum_backward(ctx, grad):
     # Each output is a sum of the inputs before it in traversal order, so each input receives
-    # the sum of the gradients after it: the same scan in the other direction.
-    return (SUM_OPS.differentiable(grad, ctx.axis, not ctx.reverse, ctx.exclusive),
-            None, None, None)
+    # the sum of the gradients after it: the same scan in the other direction. Every output
+    # holds the initial once, so it receives the sum of all of them.
+    grad_x = SUM_OPS.differentiable(grad, ctx.axis, not ctx.reverse, ctx.exclusive)
+    grad_initial = None
+    if ctx.has_initial:
+        grad_initial = grad.sum(ctx.axis) if grad.dim() else grad
+    return grad_x, None, None, None, grad_initial
 
 
 def _shift_later(grad, axis: int, reverse: bool):
@@ -153,33 +201,57 @@ def _shift_later(grad, axis: int, reverse: bool):
     return torch.cat([grad.narrow(axis, 1, n - 1), zero], axis)
 
 
-def _product_backward(ctx, grad):
-    """d y_i / d x_j = prod_{k <= i, k != j} x_k (traversal order), correct with zeros.
+def _inclusive_product_grad(x, inclusive, grad, axis: int, reverse: bool):
+    """The gradient in x of an inclusive product ``inclusive`` of x, for ``grad``.
 
-    An exclusive product is the inclusive one shifted a step, so its gradient is the inclusive
-    gradient of the shifted ``grad``. Before the first zero of a scan, the gradient is
-    sum_{i >= j} grad_i y_i / x_j; at the first zero, sum_{i >= j} grad_i y'_i with y' the
-    product that skips that zero; after it, 0 (every product holds the zero).
+    d y_i / d x_j = prod_{k <= i, k != j} x_k (traversal order), correct with zeros. Before the
+    first zero of a scan, the gradient is sum_{i >= j} grad_i y_i / x_j; at the first zero,
+    sum_{i >= j} grad_i y'_i with y' the product that skips that zero; after it, 0 (every product
+    holds the zero).
     """
-    x, output = ctx.saved_tensors
-    axis, reverse = ctx.axis, ctx.reverse
-    if ctx.exclusive:
-        grad = _shift_later(grad, axis, reverse)
-        inclusive = PRODUCT_OPS.differentiable(x, axis, reverse, False)
-    else:
-        inclusive = output
     is_zero = x == 0
     zeros_before = SUM_OPS.differentiable(is_zero.to(torch.int32), axis, reverse, True)
     before_zero = (zeros_before == 0) & ~is_zero
     first_zero = (zeros_before == 0) & is_zero
     later_sums = SUM_OPS.differentiable(grad * inclusive, axis, not reverse, False)
     skipping_zero = PRODUCT_OPS.differentiable(torch.where(first_zero, torch.ones_like(x), x), axis,
-                                           reverse, False)
+                                               reverse, False)
     at_zero = SUM_OPS.differentiable(grad * skipping_zero, axis, not reverse, False)
     safe_x = torch.where(before_zero, x, torch.ones_like(x))
-    grad_x = torch.where(before_zero, later_sums / safe_x,
-                         torch.where(first_zero, at_zero, torch.zeros_like(x)))
-    return grad_x, None, None, None
+    return torch.where(before_zero, later_sums / safe_x,
+                       torch.where(first_zero, at_zero, torch.zeros_like(x)))
+
+
+def _product_backward(ctx, grad):
+    """An exclusive product is the inclusive one shifted a step, so its gradient is the inclusive
+    gradient of the shifted ``grad``. With an initial, the scan is the inclusive product of
+    ``z``, x with the initial put first in traversal order: its outputs are z's inclusive products
+    after the initial's (inclusive) or up to the last element's (exclusive), so the gradient is
+    z's inclusive gradient for ``grad`` padded with a 0 on the other side, split back."""
+    x, output, initial = ctx.saved_tensors
+    axis, reverse = ctx.axis, ctx.reverse
+    if not ctx.has_initial:
+        if ctx.exclusive:
+            grad = _shift_later(grad, axis, reverse)
+            inclusive = PRODUCT_OPS.differentiable(x, axis, reverse, False)
+        else:
+            inclusive = output
+        return _inclusive_product_grad(x, inclusive, grad, axis, reverse), None, None, None, None
+    scalar = x.dim() == 0
+    if scalar:  # a 0-d x acts as shape [1]
+        x, grad = x.unsqueeze(0), grad.unsqueeze(0)
+    n = x.shape[axis]
+    first = initial.unsqueeze(axis)
+    z = torch.cat([x, first], axis) if reverse else torch.cat([first, x], axis)
+    zero = torch.zeros_like(first)
+    # zero where z's product holds no output: the initial's own (inclusive) or the last (exclusive)
+    padded = torch.cat([grad, zero], axis) if ctx.exclusive != reverse else \
+        torch.cat([zero, grad], axis)
+    inclusive = PRODUCT_OPS.differentiable(z, axis, reverse, False)
+    grad_z = _inclusive_product_grad(z, inclusive, padded, axis, reverse)
+    grad_x = grad_z.narrow(axis, 0 if reverse else 1, n)
+    grad_initial = grad_z.narrow(axis, n if reverse else 0, 1).squeeze(axis)
+    return grad_x.squeeze(0) if scalar else grad_x, None, None, None, grad_initial
 
 
 SUM_OPS.differentiable = differentiable(SUM_OPS.functional, _setup_context, _sum_backward)
@@ -191,24 +263,34 @@ PRODUCT_OPS.differentiable = differentiable(PRODUCT_OPS.functional, _setup_conte
 # Public functions
 # ---------------------------------------------------------------------------------------------
 def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = False, exclusive: bool = False,
+                   initial: Optional[torch.Tensor] = None,
                    out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Running sum of ``x`` along ``axis`` (DML_CUMULATIVE_SUMMATION_OPERATOR_DESC).
 
     reverse: DML_AXIS_DIRECTION_DECREASING (sum from the end of the axis).
     exclusive: HasExclusiveSum (each output excludes its own element; the first written is 0).
-    out: a tensor of x's shape, dtype and device to write into; may be ``x`` itself (in place).
-    Returns a tensor of x's shape and dtype, differentiable in x (without ``out``). Runs as
-    ``torch.ops.tritonml.cumulative_sum`` (``_out`` / ``_`` for out= / in place). See
+    initial: None, or a carry-in added before the first element in traversal order (the last
+    index with ``reverse``): a tensor of x's shape without ``axis`` (0-d for a 0-d x), x's dtype
+    and device, any strides (expanded views too). out[i] = initial + x[0] + ... + x[i]; the
+    first exclusive output is ``initial``. Scanning a sequence in chunks, each chunk with the
+    previous chunk's last inclusive slice as its initial, equals one scan. Not a DirectML field.
+    out: a tensor of x's shape, dtype and device to write into; may be ``x`` itself (in place),
+    must not overlap ``initial``.
+    Returns a tensor of x's shape and dtype, differentiable in x and initial (without ``out``).
+    Runs as ``torch.ops.tritonml.cumulative_sum`` (``_out`` / ``_`` for out= / in place). See
     docs/semantics.md for dtypes and edge cases, docs/torch.md for autograd and torch.compile.
     """
-    return SUM_OPS(x, axis, reverse, exclusive, out)
+    return SUM_OPS(x, axis, reverse, exclusive, initial, out)
 
 
 def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = False,
-                       exclusive: bool = False, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+                       exclusive: bool = False, initial: Optional[torch.Tensor] = None,
+                       out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Running product of ``x`` along ``axis`` (DML_CUMULATIVE_PRODUCT_OPERATOR_DESC).
 
     reverse: DML_AXIS_DIRECTION_DECREASING. exclusive: HasExclusiveProduct (the first written is
-    1). out: as for ``cumulative_sum``. The gradient is exact with zeros in x, as torch's cumprod's.
+    1, or ``initial``). initial: a carry-in multiplied in before the first element in traversal
+    order, as for ``cumulative_sum``. out: as for ``cumulative_sum``. The gradient (in x and
+    initial) is exact with zeros, as torch's cumprod's.
     """
-    return PRODUCT_OPS(x, axis, reverse, exclusive, out)
+    return PRODUCT_OPS(x, axis, reverse, exclusive, initial, out)

@@ -16,7 +16,7 @@ import torch
 from .. import _trace
 from .._triton_compat import PreparedLaunch
 
-X, OUT = 0, 1   # tensor slots: x, out, then the workspaces in order
+X, OUT = 0, 1   # tensor slots: x, out, the extra inputs ``Work.run`` is given, then the workspaces
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,10 @@ class Work:
     workspaces: tuple
     steps: tuple
 
-    def run(self, x: torch.Tensor, out: torch.Tensor) -> None:
-        tensors = [x, out]
+    def run(self, x: torch.Tensor, out: torch.Tensor, extra: tuple = ()) -> None:
+        """``extra``: further input tensors (a scan's initial), in slots 2, 3, ... before the
+        workspaces; a launcher passes the same number every call of a plan."""
+        tensors = [x, out, *extra]
         for space in self.workspaces:
             make = torch.zeros if space.zeroed else torch.empty
             tensors.append(make(space.numel, dtype=space.dtype, device=x.device))
