@@ -206,6 +206,30 @@ def _meta_order(kernel, positional: int, meta: dict):
     return tuple(names) if all(name in meta for name in names) else None
 
 
+def _first_launch(kernel, grid, args, meta, key):
+    """Launch through ``JITFunction.run`` and remember the compiled specialization under ``key``;
+    returns ``(CompiledKernel, meta names in parameter order)``, or None when it cannot be
+    relaunched directly."""
+    launch_counts["bound"] += 1
+    compiled = kernel[grid](*args, **meta)
+    order = _meta_order(kernel, len(args), meta)
+    if compiled is None or order is None:
+        return None
+    if len(_compiled) >= _MAX_COMPILED:
+        _compiled.clear()
+    _compiled[key] = (compiled, order)
+    return compiled, order
+
+
+def _relaunch(compiled, grid: tuple, device, bound: tuple) -> None:
+    """The tail of ``JITFunction.run``: ``compiled``'s own launcher, with every argument bound."""
+    launch_counts["relaunched"] += 1
+    stream = driver.active.get_current_stream(device)
+    compiled.run(*(grid + (1, 1))[:3], stream, compiled.function, compiled.packed_metadata,
+                 compiled.launch_metadata(grid, stream, *bound), knobs.runtime.launch_enter_hook,
+                 knobs.runtime.launch_exit_hook, *bound)
+
+
 def launch_compiled(kernel, grid, args, meta) -> bool:
     """``kernel[grid](*args, **meta)`` for a compiled-mode ``@triton.jit`` kernel (``grid`` a tuple
     of up to three ints), relaunching the compiled specialization directly when one exists.
@@ -219,24 +243,10 @@ def launch_compiled(kernel, grid, args, meta) -> bool:
     key = (kernel, device, arg_keys, tuple(meta.items()))
     entry = _compiled.get(key)
     if entry is None:
-        launch_counts["bound"] += 1
-        compiled = kernel[grid](*args, **meta)
-        order = _meta_order(kernel, len(args), meta)
-        if compiled is not None and order is not None:
-            if len(_compiled) >= _MAX_COMPILED:
-                _compiled.clear()
-            _compiled[key] = (compiled, order)
+        _first_launch(kernel, grid, args, meta, key)
         return True
-    launch_counts["relaunched"] += 1
     compiled, order = entry
-    bound = (*args, *(meta[name] for name in order))
-    stream = driver.active.get_current_stream(device)
-    grid_0 = grid[0]
-    grid_1 = grid[1] if len(grid) > 1 else 1
-    grid_2 = grid[2] if len(grid) > 2 else 1
-    compiled.run(grid_0, grid_1, grid_2, stream, compiled.function, compiled.packed_metadata,
-                 compiled.launch_metadata(grid, stream, *bound), knobs.runtime.launch_enter_hook,
-                 knobs.runtime.launch_exit_hook, *bound)
+    _relaunch(compiled, tuple(grid), device, (*args, *(meta[name] for name in order)))
     return True
 
 
@@ -246,11 +256,12 @@ class PreparedLaunch:
 
     ``launch(tensors)`` relaunches the compiled specialization for those tensors' dtypes and
     alignment without rebuilding the rest of the arguments; the first launch of each goes through
-    ``launch_compiled``. Returns False, launching nothing, for tensors that are not plain."""
+    ``JITFunction.run``, sharing ``launch_compiled``'s cache. Returns False, launching nothing, for
+    tensors that are not plain."""
 
     def __init__(self, kernel, grid, tail, meta):
         self.kernel, self.grid, self.tail, self.meta = kernel, tuple(grid), tuple(tail), dict(meta)
-        self._grid3 = (self.grid + (1, 1))[:3]
+        self._tail_keys = tuple(_arg_key(a) for a in self.tail)
         self._entries: dict = {}   # (device, tensor keys) -> (CompiledKernel, bound tail)
 
     def launch(self, tensors) -> bool:
@@ -261,23 +272,24 @@ class PreparedLaunch:
         device = driver.active.get_current_device()
         entry = self._entries.get((device, tensor_keys))
         if entry is None:
-            launch_compiled(self.kernel, self.grid, (*tensors, *self.tail), self.meta)
-            key = (self.kernel, device, tensor_keys + tuple(_arg_key(a) for a in self.tail),
-                   tuple(self.meta.items()))
+            args = (*tensors, *self.tail)
+            key = (self.kernel, device, tensor_keys + self._tail_keys, tuple(self.meta.items()))
             cached = _compiled.get(key)
-            if cached is not None:
-                compiled, order = cached
-                self._entries[(device, tensor_keys)] = (
-                    compiled, (*self.tail, *(self.meta[name] for name in order)))
-            return True
-        launch_counts["relaunched"] += 1
+            if cached is None:
+                cached = _first_launch(self.kernel, self.grid, args, self.meta, key)
+                if cached is not None:
+                    self._remember(device, tensor_keys, cached)
+                return True
+            entry = self._remember(device, tensor_keys, cached)
         compiled, bound_tail = entry
-        bound = (*tensors, *bound_tail)
-        stream = driver.active.get_current_stream(device)
-        compiled.run(*self._grid3, stream, compiled.function, compiled.packed_metadata,
-                     compiled.launch_metadata(self.grid, stream, *bound),
-                     knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *bound)
+        _relaunch(compiled, self.grid, device, (*tensors, *bound_tail))
         return True
+
+    def _remember(self, device, tensor_keys, cached):
+        compiled, order = cached
+        entry = compiled, (*self.tail, *(self.meta[name] for name in order))
+        self._entries[(device, tensor_keys)] = entry
+        return entry
 
 
 # ---------------------------------------------------------------------------------------------
