@@ -27,7 +27,6 @@ RUNNING_MAX = ScanCombine("running_max", _running_max, -(2**63))
                          ids=lambda c: c.regime)
 @pytest.mark.parametrize("reverse,exclusive", [(False, False), (True, False), (False, True)])
 def test_user_defined_combine_runs_in_every_regime(config, reverse, exclusive):
-    # Small on purpose: the interpreter applies a non-Triton combine element by element.
     rng = np.random.default_rng(2)
     a = rng.integers(-1000, 1000, size=(3, 50), dtype=np.int64).astype(np.int32)
     axis = 0 if config.regime == "columns" else 1

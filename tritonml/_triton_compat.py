@@ -73,9 +73,9 @@ def _missing_message(missing: list) -> str:
 # Combine functions (tritonml/kernels/combine.py: ``add``, ``mul``)
 # ---------------------------------------------------------------------------------------------
 # Triton's interpreter recognizes its standard sum and product combines by identity and runs scans
-# and reductions with them through numpy (``np.cumsum``, ``np.sum``); any other combine function is
-# applied element by element in Python, tens of microseconds per element. Reusing Triton's objects
-# keeps CPU runs fast and changes nothing on the GPU. Checked: 3.8.0, 3.9.0 (both
+# and reductions with them through numpy (``np.cumsum``, ``np.sum``); its own path for any other
+# combine function is one Python call per element (``scan_along`` below avoids that). Reusing
+# Triton's objects keeps CPU runs fastest and changes nothing on the GPU. Checked: 3.8.0, 3.9.0 (both
 # ``triton/language/standard.py``; the identity tests are in ``triton/runtime/interpreter.py``).
 sum_combine = _private("triton.language.standard._sum_combine")
 prod_combine = _private("triton.language.standard._prod_combine")
