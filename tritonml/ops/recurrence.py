@@ -1,0 +1,70 @@
+"""Launcher for ``tritonml.linear_recurrence``: ``h[t] = gates[t] * h[t-1] + tokens[t]`` as one
+tuple-state scan.
+
+The state of a step is the affine map ``h -> a * h + b``, held as ``(a, b)``; composing the map of
+an earlier span with a later one gives ``(a1 * a2, a2 * b1 + b2)``, which is associative (not
+commutative), so the scan machinery runs it in every regime, the single-pass look-back included.
+``h[t]`` is the ``b`` of the composition up to ``t`` applied to ``initial``: the carry-in state is
+``(1, initial)``. Only ``b`` is stored: reading two inputs and writing one output is the ideal.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import triton
+import triton.language as tl
+
+from .. import _checks
+
+
+@triton.jit
+def compose_affine(earlier, later):
+    """The affine map of ``earlier`` then ``later``: h -> a2 * (a1 * h + b1) + b2."""
+    return earlier[0] * later[0], later[0] * earlier[1] + later[1]
+
+
+def check_recurrence_meta(gates, tokens, axis: int, initial) -> None:
+    """What a fake kernel can check: shapes and dtypes of gates, tokens and initial."""
+    if tuple(tokens.shape) != tuple(gates.shape):
+        raise ValueError(f"tokens: shape {tuple(tokens.shape)} does not match gates' shape "
+                         f"{tuple(gates.shape)}; expand either explicitly to share a shape")
+    if tokens.dtype != gates.dtype:
+        raise TypeError(f"tokens: dtype {tokens.dtype} does not match gates' dtype {gates.dtype}")
+    if initial is not None:
+        axis = _checks.normalize_axis(axis, gates.dim())
+        shape = tuple(gates.shape[:axis]) + tuple(gates.shape[axis + 1:])
+        if tuple(initial.shape) != shape:
+            raise ValueError(f"initial: shape {tuple(initial.shape)} does not match the inputs' "
+                             f"shape without axis {axis}, {shape}")
+        if initial.dtype != gates.dtype:
+            raise TypeError(f"initial: dtype {initial.dtype} does not match gates' dtype "
+                            f"{gates.dtype}")
+
+
+def recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *, reverse: bool = False,
+               initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """h along ``axis``; see ``tritonml.linear_recurrence``. Validates everything before any
+    launch."""
+    _checks.check_tensor("gates", gates)
+    _checks.check_tensor("tokens", tokens)
+    axis = _checks.normalize_axis(axis, gates.dim())
+    reverse = _checks.check_bool("reverse", reverse)
+    check_recurrence_meta(gates, tokens, axis, initial)
+    if tokens.device != gates.device:
+        raise ValueError(f"tokens: tensor is on {tokens.device} but gates is on {gates.device}; "
+                         "tensors must be on the same device")
+    if initial is not None:
+        _checks.check_readable("initial", initial)
+        if initial.device != gates.device:
+            raise ValueError(f"initial: tensor is on {initial.device} but gates is on "
+                             f"{gates.device}; tensors must be on the same device")
+    return _scan_affine(gates, tokens, axis, reverse, initial)
+
+
+def _scan_affine(gates, tokens, axis, reverse, initial):
+    from ..library.dsl import associative_scan  # placeholder until the launcher API is merged
+
+    init = None if initial is None else (torch.ones_like(initial), initial)
+    _, h = associative_scan(compose_affine, (gates, tokens), axis, reverse=reverse, initial=init)
+    return h
