@@ -111,7 +111,8 @@ def _all_gather_states(g: _Group, states: Sequence[torch.Tensor]) -> List[tuple]
         buffer, start, unpacked = buffer.to(device), 0, []
         for state, part in zip(states, flat):
             chunk = buffer[start:start + part.numel()]
-            unpacked.append(chunk.view(state.dtype).reshape(state.shape))
+            # a copy: the chunk may start off the alignment of its dtype
+            unpacked.append(chunk.clone().view(state.dtype).reshape(state.shape))
             start += part.numel()
         result.append(tuple(unpacked))
     return result
