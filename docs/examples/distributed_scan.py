@@ -5,8 +5,8 @@ Run on one machine with two processes (gloo on CPU, NCCL when every process has 
     torchrun --nproc-per-node=2 docs/examples/distributed_scan.py
 
 On several machines, start the same command on each with ``--nnodes``, ``--node-rank`` and the
-address of node 0 (docs/distributed.md). Each process holds one shard of a (3, 10) tensor along
-axis 1 (uneven on purpose: 6 and 4 columns with two processes), scans and reduces it, and checks
+address of node 0 (docs/distributed.md). Each process holds one shard of a (3, 11) tensor along
+axis 1 (uneven on purpose: 6 and 5 columns with two processes), scans and reduces it, and checks
 its part against the single-process result on the whole tensor, which every process can build
 here because the tensor comes from a fixed seed.
 """
@@ -27,9 +27,9 @@ def main():
     if use_cuda:
         torch.cuda.set_device(device)
 
-    whole = torch.randn(3, 10, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-    # shard lengths along axis 1: the remainder goes to the first ranks, as torch.chunk would not
-    lengths = [10 // world + (r < 10 % world) for r in range(world)]
+    whole = torch.randn(3, 11, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    # shard lengths along axis 1: any split works; here the first ranks take the remainder
+    lengths = [11 // world + (r < 11 % world) for r in range(world)]
     start = sum(lengths[:rank])
     shard = whole[:, start:start + lengths[rank]].to(device)
 
