@@ -296,6 +296,9 @@ def _errors(td, rank, world):
                                                        sharded_axis=1))
     errors["initial_shape"] = _caught(lambda: td.cumulative_sum(
         x, 1, initial=torch.zeros(2, 5) if rank == 2 else torch.zeros(2, 4)))
+    errors["requires_grad"] = _caught(lambda: td.reduce(x.requires_grad_(rank == 1), "SUM", 1,
+                                                        sharded_axis=1))
+    x = x.detach().requires_grad_(False)
     errors["not_a_tensor"] = _caught(lambda: td.cumulative_sum([1, 2] if rank == 0 else x, 1))
     first_two = dist.new_group([0, 1])  # every rank creates it; rank 2 is not a member
     errors["group"] = _caught(lambda: td.cumulative_sum(x, 1, group=first_two))
@@ -474,6 +477,8 @@ def test_bad_input_raises_the_same_error_on_every_rank(main_run):
         "float_only": ("TypeError", "function"),
         "argmax_empty": ("ValueError", "axes:"),
         "initial_shape": ("ValueError", "rank 2 of the group: initial: shape (2, 5)"),
+        "requires_grad": ("NotImplementedError", "rank 1 of the group: x: tritonml.distributed "
+                          "is not differentiable"),
         "not_a_tensor": ("TypeError", "rank 0 of the group: x: expected a torch.Tensor"),
     }
     for case, (kind, text) in expected.items():

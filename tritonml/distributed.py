@@ -236,6 +236,11 @@ def _check_shard(x, name: str = "x") -> None:
     if x.dim() == 0:
         raise ValueError(f"{name}: a shard needs at least one dimension (the sharded axis); got a "
                          "0-d tensor")
+    if torch.is_grad_enabled() and x.requires_grad:
+        # the carries come through all_gather, which autograd does not see: refuse rather than
+        # return gradients that miss the other ranks' terms
+        raise NotImplementedError(f"{name}: tritonml.distributed is not differentiable; x "
+                                  "requires grad (call under torch.no_grad() or pass x.detach())")
 
 
 def _check_initial(initial, x: torch.Tensor, axis: int) -> None:
