@@ -57,8 +57,8 @@ class _Group:
 
     def __init__(self, group):
         if not (dist.is_available() and dist.is_initialized()):
-            raise RuntimeError("group: torch.distributed is not initialized; call "
-                               "torch.distributed.init_process_group first (see docs/distributed.md)")
+            raise RuntimeError("group: torch.distributed is not initialized; call torch."
+                               "distributed.init_process_group first (see docs/distributed.md)")
         rank = dist.get_rank(group)
         if rank < 0:
             raise ValueError(f"group: the calling process (global rank {dist.get_rank()}) is not "
@@ -78,7 +78,8 @@ def _wait(work, timeout, what: str) -> None:
             work.wait(timeout)
     except RuntimeError as error:
         raise RuntimeError(f"group: {what} did not complete (timeout {timeout}): a rank of the "
-                           f"group did not make the same tritonml.distributed call ({error})") from error
+                           f"group did not make the same tritonml.distributed call ({error})"
+                           ) from error
 
 
 def _all_gather_bytes(g: _Group, payload: bytes, timeout) -> List[bytes]:
@@ -86,7 +87,8 @@ def _all_gather_bytes(g: _Group, payload: bytes, timeout) -> List[bytes]:
     bytes padded to the longest."""
     size = torch.tensor([len(payload)], dtype=torch.int64, device=g.device)
     sizes = [torch.empty_like(size) for _ in range(g.size)]
-    _wait(dist.all_gather(sizes, size, group=g.group, async_op=True), timeout, "the metadata exchange")
+    _wait(dist.all_gather(sizes, size, group=g.group, async_op=True), timeout,
+          "the metadata exchange")
     lengths = [int(s.item()) for s in sizes]
     buffer = torch.zeros(max(lengths), dtype=torch.uint8)
     buffer[:len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
@@ -260,11 +262,11 @@ def _traversal(size: int, reverse: bool) -> list:
 def _carry(contributions: list, present: list, position: int, reverse: bool, fold_scan):
     """The fold, in traversal order, of the present contributions of the positions before
     ``position`` (None when there is none). ``contributions[p]`` is a tuple of state tensors;
-    ``fold_scan(stacked)`` is the inclusive scan of a tuple of stacked states along dim 0. Every
-    rank stacks the same contributions in the same order, so the fold is the same everywhere."""
+    ``fold_scan(stacked)`` is the inclusive scan of a tuple of stacked states along dim 0 (a scan
+    because a user combine has nothing else; its last row is the fold). Every rank stacks the
+    same contributions in the same order, so a given position's carry is the same on every run."""
     order = [p for p in _traversal(len(contributions), reverse) if present[p]]
-    before = order[:order.index(position)] if position in order else \
-        [p for p in order if (p > position if reverse else p < position)]
+    before = [p for p in order if (p > position if reverse else p < position)]
     if not before:
         return None
     stacked = tuple(torch.stack([contributions[p][i] for p in before])
@@ -375,8 +377,9 @@ def _single_device_associative_scan():
     import tritonml
     scan = getattr(tritonml, "associative_scan", None)
     if scan is None:
-        raise NotImplementedError("associative_scan: this tritonml has no tritonml.associative_scan "
-                                  "(the single-device user-combine scan it runs on each rank)")
+        raise NotImplementedError("associative_scan: this tritonml has no "
+                                  "tritonml.associative_scan (the single-device user-combine scan "
+                                  "it runs on each rank)")
     return scan
 
 

@@ -37,7 +37,8 @@ def main():
     total = td.reduce(shard, "SUM", 1, sharded_axis=1)           # the same on every rank
     top = td.reduce(shard, "ARGMAX", 1, sharded_axis=1, keepdims=False)  # global column indices
 
-    assert torch.allclose(running.cpu(), tritonml.cumulative_sum(whole, 1)[:, start:start + lengths[rank]])
+    mine = slice(start, start + lengths[rank])
+    assert torch.allclose(running.cpu(), tritonml.cumulative_sum(whole, 1)[:, mine])
     assert torch.allclose(total.cpu(), tritonml.reduce(whole, "SUM", 1))
     assert torch.equal(top.cpu(), tritonml.reduce(whole, "ARGMAX", 1, keepdims=False))
     print(f"rank {rank}/{world}: {tuple(shard.shape)} shard; scan, SUM and ARGMAX match the "
