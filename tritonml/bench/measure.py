@@ -109,15 +109,17 @@ def compile_facts(rows: list, archs=COMPILE_ARCHS) -> None:
 
 
 def compiled_summary(compiled: list) -> dict:
-    """The row's compile facts in four numbers: narrowest of the launches' widest loads (and
-    stores), most registers, spill bytes (stack + local) summed; None when nothing compiled."""
+    """The row's compile facts in four numbers: the widest global load of the first launch (the one
+    that reads the input), the widest store of the last (the one that writes the output; a split
+    reduction's partial states in between are workspace), the most registers, spill bytes (stack +
+    local) summed over launches; None when nothing compiled."""
     good = [c for c in compiled if c.get("ok")]
-    if not good:
+    if not good or len(good) != len(compiled):
         errors = [c.get("error") for c in compiled if not c.get("ok")]
         return {"load_bits": None, "store_bits": None, "registers": None, "spill_bytes": None,
                 "compile_error": (errors[0] or "")[:200] if errors else None}
-    return {"load_bits": min(c["max_load_bits"] for c in good),
-            "store_bits": min(c["max_store_bits"] for c in good),
+    return {"load_bits": good[0]["max_load_bits"],
+            "store_bits": good[-1]["max_store_bits"],
             "registers": max((c.get("registers") or 0) for c in good) or None,
             "spill_bytes": sum((c.get("stack_bytes") or 0) + (c.get("local_bytes") or 0)
                                for c in good),

@@ -127,7 +127,10 @@ def plots(directory: str, rows: list, target: str) -> list:
         fig, ax = plt.subplots(figsize=(8, 0.22 * len(measured) + 1.2))
         colors = ["tab:blue" if r["group"] == "scan" else "tab:green" if r["group"] == "reduce"
                   else "tab:purple" for r in measured]
-        ax.barh(range(len(measured)), [r[column] for r in measured], color=colors)
+        values = [r[column] for r in measured]
+        ax.barh(range(len(measured)), values, color=colors)
+        # Zoomed on the bound: every value is at least ~1, the interest is how far above.
+        ax.set_xlim(0.9, max(max(values), bound) * 1.05)
         ax.axvline(bound, color="tab:red", linestyle="--", label=f"target {bound}")
         ax.axvline(1.0, color="black", linewidth=0.8)
         ax.set_yticks(range(len(measured)), [_label(r) for r in measured], fontsize=6)
