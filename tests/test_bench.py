@@ -80,6 +80,29 @@ def test_a_missing_dsl_op_is_reported_not_available(tmp_path, monkeypatch):
     assert rows[0]["bytes_moved"] == ""
 
 
+def test_the_recurrence_entry_calls_tritonml_linear_recurrence_when_present(tmp_path, monkeypatch):
+    calls = []
+
+    def linear_recurrence(gates, tokens, axis, *, reverse=False, initial=None):
+        calls.append((gates.shape, tokens.shape, axis))
+        # a stand-in of this test only, one step at a time along the last axis
+        state = torch.zeros(gates.shape[:-1], dtype=torch.float64)
+        steps = []
+        for g, t in zip(gates.double().unbind(-1), tokens.double().unbind(-1)):
+            state = g * state + t
+            steps.append(state)
+        return torch.stack(steps, -1).to(tokens.dtype)
+
+    monkeypatch.setattr(tritonml, "linear_recurrence", linear_recurrence, raising=False)
+    _, rows, _ = _bench(tmp_path, "--cases", "linear-recurrence", "--dtypes", "float32",
+                        "--no-compile", "--no-plots")
+    (row,) = rows
+    rows_, cols = cases.ENTRIES["linear-recurrence"].quick_shape
+    assert row["status"] == "ok" and calls[0] == ((rows_, cols), (rows_, cols), 1)
+    assert int(row["ideal_bytes"]) == 3 * rows_ * cols * 4  # gates, tokens read; output written
+    assert float(row["tritonml_error"]) < 1e-3
+
+
 def test_the_gpu_timing_path_runs_as_a_cpu_dry_run(tmp_path):
     directory, rows, _ = _bench(tmp_path, "--cases", "scan-middle-axis", "--dtypes", "float32",
                                 "--no-compile", "--dry-run-timing")

@@ -159,21 +159,9 @@ TORCH_REDUCE: dict = {
 }
 
 
-def recurrence_reference(gates: torch.Tensor, tokens: torch.Tensor, axis: int) -> torch.Tensor:
-    """h[t] = gates[t] * h[t-1] + tokens[t], h[-1] = 0, in float64, one step at a time."""
-    g = gates.to(torch.float64).movedim(axis, 0)
-    t = tokens.to(torch.float64).movedim(axis, 0)
-    out = torch.empty_like(t)
-    h = torch.zeros_like(t[0])
-    for step in range(t.shape[0]):
-        h = g[step] * h + t[step]
-        out[step] = h
-    return out.movedim(0, axis)
-
-
 def torch_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int) -> torch.Tensor:
-    """Torch's closest eager form (no scan op for it): the same sequential loop, in the inputs'
-    dtype."""
+    """h[t] = gates[t] * h[t-1] + tokens[t], h[-1] = 0, one step at a time in the inputs' dtype:
+    torch's closest eager form (it has no scan op for it)."""
     g, t = gates.movedim(axis, 0), tokens.movedim(axis, 0)
     out = torch.empty_like(t)
     h = torch.zeros_like(t[0])
@@ -181,6 +169,11 @@ def torch_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int) -> to
         h = g[step] * h + t[step]
         out[step] = h
     return out.movedim(0, axis)
+
+
+def recurrence_reference(gates: torch.Tensor, tokens: torch.Tensor, axis: int) -> torch.Tensor:
+    """The same sequential loop in float64."""
+    return torch_recurrence(gates.to(torch.float64), tokens.to(torch.float64), axis)
 
 
 # ---------------------------------------------------------------------------------------------
