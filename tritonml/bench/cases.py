@@ -192,6 +192,7 @@ class Prepared:
     ideal_bytes: int                    # inputs read once + output written once
     exact: bool                         # integer results (or indices): compared for equality
     launch: Optional[Callable[[], torch.Tensor]] = None
+    compile_note: Optional[str] = None  # why torch.compile is not timed (None: it is)
     """The launcher under the public function (``tritonml.ops``), same config choice and kernels:
     what bytes are counted on, since memtrace sees the registered torch op as one opaque call."""
 
@@ -227,7 +228,8 @@ def prepare(entry: Entry, op: str, dtype: torch.dtype, shape: tuple, device="cpu
         return Prepared(lambda: function(gates, tokens, axis),
                         lambda g, t: torch_recurrence(g, t, axis), (gates, tokens),
                         lambda: recurrence_reference(gates, tokens, axis), None,
-                        {"input": gates, "input 2": tokens}, nbytes(shape, dtype) * 3, False)
+                        {"input": gates, "input 2": tokens}, nbytes(shape, dtype) * 3, False,
+                        compile_note="not timed: torch.compile would unroll the step loop")
     if entry.group == "scan":
         axis = axes[0]
         x = make_input(shape, dtype, shape[axis], device)

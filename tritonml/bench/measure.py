@@ -117,13 +117,13 @@ def compiled_summary(compiled: list) -> dict:
     if not good or len(good) != len(compiled):
         errors = [c.get("error") for c in compiled if not c.get("ok")]
         return {"load_bits": None, "store_bits": None, "registers": None, "spill_bytes": None,
-                "compile_error": (errors[0] or "")[:200] if errors else None}
+                "sm90_compile_error": (errors[0] or "")[:200] if errors else None}
     return {"load_bits": good[0]["max_load_bits"],
             "store_bits": good[-1]["max_store_bits"],
             "registers": max((c.get("registers") or 0) for c in good) or None,
             "spill_bytes": sum((c.get("stack_bytes") or 0) + (c.get("local_bytes") or 0)
                                for c in good),
-            "compile_error": None}
+            "sm90_compile_error": None}
 
 
 def verdicts(row: dict) -> dict:

@@ -59,6 +59,9 @@ def time_prepared(prepared, dry_run: bool) -> dict:
                              dynamic=False)
     runs = {"tritonml": prepared.run, "eager": prepared.torch_run,
             "compile": lambda: compiled(*prepared.inputs)}
+    if prepared.compile_note:
+        del runs["compile"]
+        row["compile_note"] = prepared.compile_note
     for name, fn in runs.items():
         try:
             if name != "tritonml":
