@@ -1,9 +1,11 @@
 """The benchmark cases, as data, and how each becomes a runnable closure.
 
-A case names a regime, a shape, the axis (or axes) and a config; ``prepare`` allocates everything
+The suite of ``tritonml bench`` lives in the package (``tritonml/bench/cases.py``); these are the
+small forced-config cases of ``python -m benchmarks.report`` and ``gpu_timing``, which share its
+``make_input`` and ``assert_close``. A case names a regime, a shape, the axis (or axes) and a config; ``prepare`` allocates everything
 up front and returns a ``Prepared`` whose ``run`` only launches the op, so allocation stays outside
 any timed or traced region. ``Prepared.check`` compares the result with a float64 torch reference,
-within ``rtol`` of ``benchmarks.tolerances.TOLERANCES`` (the one accuracy table, which the tests
+within ``rtol`` of ``tritonml.bench.tolerances.TOLERANCES`` (the one accuracy table, which the tests
 read too).
 
 Shapes are chosen so Triton's interpreter runs each case in a few seconds: the interpreter costs
@@ -21,14 +23,9 @@ import tritonml  # noqa: F401  (first: chooses compiled or interpreted Triton)
 from tritonml._config import ScanConfig
 from tritonml.ops.scan import PRODUCT, SUM, cumulative_scan
 
-from .tolerances import TOLERANCES
+from tritonml.bench.cases import assert_close, make_input, nbytes  # noqa: F401  (one copy)
 
 DTYPES = (torch.float32, torch.float16, torch.int32)
-
-
-def nbytes(shape, dtype: torch.dtype) -> int:
-    """Bytes of a dense tensor of ``shape`` and ``dtype``, from the shape alone."""
-    return math.prod(shape) * torch.empty((), dtype=dtype).element_size()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,33 +146,6 @@ class Prepared:
     ideal_bytes: int              # input read once + output written once, from shapes and dtypes
     config: object = None         # the config actually launched (None: the launcher's own choice)
     extra: dict = field(default_factory=dict)
-
-
-def make_input(shape, dtype: torch.dtype, axis_len: int, device, seed: int = 0) -> torch.Tensor:
-    """Values whose running sums stay representable: uniform [0, 1) floats (float16 scaled so a
-    whole-axis sum stays below 2**14), small integers whose sums fit int32."""
-    g = torch.Generator(device="cpu").manual_seed(seed)
-    if dtype.is_floating_point:
-        scale = min(1.0, 2.0 ** 14 / max(axis_len, 1)) if dtype == torch.float16 else 1.0
-        x = torch.rand(shape, generator=g, dtype=torch.float64) * scale
-    else:
-        x = torch.randint(-8, 8, shape, generator=g, dtype=torch.int64)
-    return x.to(dtype).to(device)
-
-
-def assert_close(result: torch.Tensor, reference: torch.Tensor, dtype: torch.dtype, what: str):
-    """``reference`` is float64 (or exact int64); compare within ``TOLERANCES[dtype].rtol`` of it,
-    rounded to ``dtype``. No ``atol``: ``make_input``'s values are nonnegative (or small integers,
-    compared exactly), so nothing cancels to near zero."""
-    rtol = TOLERANCES[dtype].rtol
-    expected = reference.to(dtype).to(torch.float64)
-    got = result.to(torch.float64)
-    bad = (got - expected).abs() > rtol * expected.abs()
-    if bool(bad.any()):
-        where = int(bad.reshape(-1).nonzero()[0])
-        raise AssertionError(f"{what}: {int(bad.sum())} elements off (rtol {rtol}); first at flat "
-                             f"index {where}: got {got.reshape(-1)[where].item()}, "
-                             f"expected {expected.reshape(-1)[where].item()}")
 
 
 def prepare_scan(case: ScanCase, dtype: torch.dtype, device="cpu",

@@ -24,17 +24,15 @@ import time
 import torch
 
 import tritonml
-from tritonml import _trace
 from tritonml._dtypes import dtype_name
 
 import triton
 
 from . import cases as _cases
-from . import gpu_compile as _gpu_compile
-from .memtrace import OTHER_REGION, trace_memory
+from tritonml.bench.measure import COMPILE_ARCHS, compile_facts, describe_launches  # noqa: F401
+from tritonml.bench.memtrace import OTHER_REGION, trace_memory
 
 BYTES_BOUND = 1.05  # bytes moved <= 1.05 x ideal (tests/test_bytes_moved.py holds the same bound)
-COMPILE_ARCHS = (90,)
 _DTYPE_NAMES = {dtype_name(d): d for d in _cases.DTYPES}
 
 
@@ -83,34 +81,6 @@ def measure(prepared: _cases.Prepared) -> dict:
     }
 
 
-def describe_launches(prepared: _cases.Prepared) -> list:
-    """The kernel launches the case makes, described for compilation (nothing is executed)."""
-    with _trace.record(execute=False) as recorder:
-        prepared.run()
-    return [_gpu_compile.describe(launch) for launch in recorder.launches]
-
-
-def compile_facts(rows: list, archs=COMPILE_ARCHS) -> None:
-    """Compile each row's launches (deduplicated) in one subprocess; attach the facts to rows."""
-    unique: dict = {}
-    for row in rows:
-        for desc in row.pop("_descriptions"):
-            unique.setdefault(json.dumps(desc, sort_keys=True), desc)
-    keys = list(unique)
-    results = _gpu_compile.compile_in_subprocess([unique[k] for k in keys], archs=archs)
-    by_key = {}
-    for i, key in enumerate(keys):
-        by_key[key] = results[i * len(archs):(i + 1) * len(archs)]
-    for row in rows:
-        row["compiled"] = []
-        for key in row.pop("_keys"):
-            for entry in by_key[key]:
-                row["compiled"].append({k: entry.get(k) for k in (
-                    "kernel", "arch", "ok", "error", "max_load_bits", "max_store_bits",
-                    "registers", "stack_bytes", "local_bytes", "shared_bytes", "num_warps")
-                    if k in entry})
-
-
 def scan_rows(dtypes, regimes, compile_code: bool) -> list:
     rows = []
     for case in _cases.SCAN_CASES:
@@ -129,9 +99,7 @@ def _measured_row(row: dict, prepared, compile_code: bool) -> dict:
     """Fill ``row`` with the case's bytes and launches (and its launches' descriptions to compile)."""
     row.update(measure(prepared))
     if compile_code:
-        descs = describe_launches(prepared)
-        row["_descriptions"] = descs
-        row["_keys"] = [json.dumps(d, sort_keys=True) for d in descs]
+        row["_descriptions"] = describe_launches(prepared.run)
     print(f"  {row['op']} {row['case']:9s} {row['choice']:15s} {row['dtype']:8s} "
           f"ratio {row['ratio']:.4f} ({row['interpreter_seconds']} s)", file=sys.stderr)
     return row
@@ -265,7 +233,7 @@ def main(argv=None) -> int:
     if "reduce" in ops:
         rows += reduce_rows(dtypes, not args.no_compile)
     if not args.no_compile:
-        compile_facts(rows)
+        compile_facts(rows)  # tritonml.bench.measure's: one subprocess for the distinct launches
     text = json.dumps({"environment": env, "rows": rows}, indent=1) \
         if args.json else markdown(env, rows)
     sys.stdout.write(text)

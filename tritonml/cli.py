@@ -1,4 +1,4 @@
-"""The ``tritonml`` command: ``demo``, ``info``, ``tune``, and the descriptor commands ``run``/``validate``."""
+"""The ``tritonml`` command: ``demo``, ``info``, ``tune``, ``bench``, and the descriptor commands ``run``/``validate``."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ from . import __version__, _dml_cli
 # Shown by --help: plain text (the module docstring is RST, for readers of the code).
 DESCRIPTION = ("DirectML's cumulative sum, cumulative product and reduce operators as Triton "
                "kernels. 'demo' runs DirectML's documented examples, 'info' shows versions and the "
-               "backend, 'tune' chooses and caches launch configs for a GPU, 'run' and 'validate' take "
+               "backend, 'tune' chooses and caches launch configs for a GPU, 'bench' runs the benchmark suite, 'run' and 'validate' take "
                "DirectML operator descriptors (JSON files).")
 
 
@@ -186,6 +186,11 @@ def cmd_tune(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from .bench import run as bench_run
+    return bench_run.cmd_bench(args, sys.argv[2:] if sys.argv[1:2] == ["bench"] else [])
+
+
 def _tuning_device():
     """The CUDA device to time on, or None."""
     import torch
@@ -219,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--show", action="store_true", help="print the cache as a table")
     tune.add_argument("--clear", action="store_true", help="remove every cache entry")
     tune.set_defaults(handler=cmd_tune)
+    from .bench import run as bench_run
+    bench = sub.add_parser("bench", help="the benchmark suite: bytes, launches, modeled and GPU time",
+                           description=bench_run.DESCRIPTION)
+    bench_run.add_arguments(bench)
+    bench.set_defaults(handler=cmd_bench)
     _dml_cli.add_subcommands(sub)
     return parser
 

@@ -1,0 +1,156 @@
+"""``tritonml bench`` on tiny selections of the suite: its files, its byte counts against counts
+made here from shapes, its modeled time against the model's formula written out here, the "not
+available" path of a missing DSL op, the GPU timing path in its CPU dry run, and its errors."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+
+import pytest
+import torch
+
+import tritonml  # first: chooses interpreted Triton on a machine without CUDA
+from tritonml import cli
+from tritonml.bench import cases, run
+
+pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="bytes are counted in Triton's "
+                                                                 "interpreter")
+
+# The H100 facts the model is documented with (autotune/devices.py), written out independently.
+H100_BYTES_PER_S, H100_SMS, LAUNCH_S = 3.0e12, 132, 4e-6
+
+
+def _bench(tmp_path, *options):
+    directory = tmp_path / "out"
+    code = cli.main(["bench", "--quick", "--output", str(directory), *options])
+    assert code == 0
+    with open(directory / "bench.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    with open(directory / "bench.json") as f:
+        document = json.load(f)
+    return directory, rows, document
+
+
+def _modeled_seconds(launches) -> float:
+    """bytes / (bandwidth x min(1, programs / SMs)) + overhead, per launch, summed."""
+    return sum(launch["bytes"] / (H100_BYTES_PER_S * min(1.0, (launch["programs"] or H100_SMS)
+                                                          / H100_SMS)) + LAUNCH_S
+               for launch in launches)
+
+
+def test_bench_writes_csv_json_png_with_exact_bytes_and_the_modeled_time(tmp_path):
+    directory, rows, document = _bench(tmp_path, "--cases", "scan-square-last,reduce-rows",
+                                       "--dtypes", "float32,float16")
+    assert {p.name for p in directory.iterdir()} >= {"bench.csv", "bench.json", "bench.md",
+                                                     "bench_bytes.png", "bench_modeled.png"}
+    assert [(r["entry"], r["dtype"]) for r in rows] == [
+        ("scan-square-last", "float32"), ("scan-square-last", "float16"),
+        ("reduce-rows", "float32"), ("reduce-rows", "float16")]
+    by_row = {(r["entry"], r["dtype"]): r for r in document["rows"]}
+    for r in rows:
+        rows_, cols = (int(n) for n in r["shape"].split("x"))
+        itemsize = {"float32": 4, "float16": 2}[r["dtype"]]
+        # contiguous scan: read x, write out; reduction over rows: read x, write one per row
+        ideal = (2 * rows_ * cols * itemsize if r["entry"].startswith("scan")
+                 else rows_ * cols * itemsize + rows_ * itemsize)
+        assert int(r["ideal_bytes"]) == ideal
+        # both regimes are known to move exactly the ideal bytes in one launch
+        assert int(r["bytes_moved"]) == ideal and float(r["bytes_ratio"]) == 1.0
+        assert r["launches"] == "1" and r["target_bytes"] == "pass"
+        launches = by_row[(r["entry"], r["dtype"])]["launch_detail"]
+        assert sum(launch["bytes"] for launch in launches) == ideal
+        modeled = _modeled_seconds(launches)
+        assert float(r["modeled_us"]) == pytest.approx(modeled * 1e6, rel=1e-5)
+        ideal_seconds = ideal / H100_BYTES_PER_S + LAUNCH_S
+        assert float(r["modeled_ratio"]) == pytest.approx(modeled / ideal_seconds, rel=1e-5)
+        assert r["target_modeled_time"] == ("pass" if modeled <= 1.25 * ideal_seconds else "miss")
+        assert float(r["tritonml_error"]) <= {"float32": 1e-6, "float16": 1e-3}[r["dtype"]]
+        assert int(r["load_bits"]) == 128 and int(r["spill_bytes"]) == 0  # sm_90, compiled
+    assert "modeled" in (directory / "bench.md").read_text()
+
+
+def test_a_missing_dsl_op_is_reported_not_available(tmp_path, monkeypatch):
+    monkeypatch.delattr(tritonml, "linear_recurrence", raising=False)
+    _, rows, _ = _bench(tmp_path, "--cases", "linear-recurrence", "--dtypes", "float32",
+                        "--no-compile", "--no-plots")
+    assert [(r["entry"], r["op"], r["status"]) for r in rows] == [
+        ("linear-recurrence", "linear_recurrence", "not available in this build")]
+    assert rows[0]["bytes_moved"] == ""
+
+
+def test_the_recurrence_entry_calls_tritonml_linear_recurrence_when_present(tmp_path, monkeypatch):
+    calls = []
+
+    def linear_recurrence(gates, tokens, axis, *, reverse=False, initial=None):
+        calls.append((gates.shape, tokens.shape, axis))
+        # a stand-in of this test only, one step at a time along the last axis
+        state = torch.zeros(gates.shape[:-1], dtype=torch.float64)
+        steps = []
+        for g, t in zip(gates.double().unbind(-1), tokens.double().unbind(-1)):
+            state = g * state + t
+            steps.append(state)
+        return torch.stack(steps, -1).to(tokens.dtype)
+
+    monkeypatch.setattr(tritonml, "linear_recurrence", linear_recurrence, raising=False)
+    _, rows, _ = _bench(tmp_path, "--cases", "linear-recurrence", "--dtypes", "float32",
+                        "--no-compile", "--no-plots")
+    (row,) = rows
+    rows_, cols = cases.ENTRIES["linear-recurrence"].quick_shape
+    assert row["status"] == "ok" and calls[0] == ((rows_, cols), (rows_, cols), 1)
+    assert int(row["ideal_bytes"]) == 3 * rows_ * cols * 4  # gates, tokens read; output written
+    assert float(row["tritonml_error"]) < 1e-3
+
+
+def test_the_gpu_timing_path_runs_as_a_cpu_dry_run(tmp_path):
+    directory, rows, _ = _bench(tmp_path, "--cases", "scan-middle-axis", "--dtypes", "float32",
+                                "--no-compile", "--dry-run-timing")
+    (row,) = rows
+    assert "meaningless" in row["timing"]
+    for who in ("tritonml", "eager", "compile", "copy"):
+        assert float(row[f"{who}_ms"]) > 0
+    ideal = 2 * math.prod(int(n) for n in row["timed_shape"].split("x")) * 4
+    assert float(row["tritonml_gbps"]) == pytest.approx(ideal / float(row["tritonml_ms"]) / 1e6,
+                                                        rel=1e-4)
+    assert float(row["eager_error"]) <= 1e-6 and float(row["compile_error"]) <= 1e-6
+    # the middle axis is not the last: faster-than-eager is judged (meaninglessly, on the CPU)
+    assert row["target_faster_than_eager"] in ("pass", "miss")
+    assert (directory / "bench_gbps.png").stat().st_size > 0
+
+
+def test_counting_in_a_child_process_matches_counting_here(tmp_path):
+    """A GPU process counts bytes in an interpreting child: the same rows as counting here."""
+    args = cli.build_parser().parse_args(["bench", "--quick", "--cases", "reduce-all", "--dtypes",
+                                          "int8", "--no-compile"])
+    here = run.count_rows(run.work_items(args), args)
+    child = run.count_in_child(args)
+    keys = ("entry", "op", "dtype", "shape", "bytes_moved", "launches", "programs", "ideal_bytes")
+    assert [{k: r[k] for k in keys} for r in child] == [{k: r[k] for k in keys} for r in here]
+    assert here[0]["ideal_bytes"] == 2 ** 16 + 1  # int8 input, one int8 output
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--ops", "cumsum"], "--ops: unknown cumsum"),
+    (["--dtypes", "float8"], "--dtypes: unknown float8"),
+    (["--cases", "scan-everything"], "--cases: unknown scan-everything"),
+    (["--target", "V100"], "--target: unknown target 'V100'"),
+    (["--cases", "scan-one-row", "--dtypes", "int8"], "holds no entry"),
+])
+def test_bad_options_fail_clearly_before_running(tmp_path, capsys, options, message):
+    directory = tmp_path / "out"
+    assert cli.main(["bench", "--output", str(directory), *options]) == 2
+    assert message in capsys.readouterr().err
+    assert not directory.exists()
+
+
+def test_every_suite_entry_runs_its_ops_on_its_dtypes():
+    """The suite's promises: each group, the twelve reduce functions, int8 for reductions."""
+    assert {e.group for e in cases.SUITE} == {"scan", "reduce", "recurrence"}
+    functions = cases.ENTRIES["reduce-functions"].ops
+    assert sorted(functions) == sorted(tritonml.ReduceFunction.__members__)
+    for entry in cases.SUITE:
+        assert math.prod(entry.quick_shape) <= math.prod(entry.shape)
+        if entry.group == "reduce":
+            assert torch.int8 in entry.dtypes or entry.name == "reduce-functions"
+    assert os.path.basename(cases.__file__) == "cases.py"

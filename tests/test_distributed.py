@@ -1,0 +1,518 @@
+"""tritonml.distributed: scans and reductions over shards of a gloo process group (CPU, loopback),
+plain shards and DTensors, against the single-process oracles on the whole tensor.
+
+Spawning is the expensive part, so a few process groups run many checks each: the ranks are
+subprocesses running ``_worker`` of this module (``python -c``), with a free port on 127.0.0.1.
+Each rank pickles what it computed (its shards' results, the errors it raised, the bytes it
+moved); the checks run here, in the parent, against numpy float64 / exact integers
+(``tests/scan_oracle.py``, ``tests/reduce_helpers.py``) on the whole tensor, which every rank and
+the parent build from the same seeds. Every rank runs its cases twice: the two runs must agree bit
+for bit, and a reduction over the sharded axis must give the same bits on every rank.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import tritonml  # noqa: F401  (first: chooses interpreted Triton before triton is imported)
+import triton
+
+from reduce_helpers import FUNCTIONS, assert_matches, bits, expected_tensor, make_input, supported
+from scan_oracle import accumulation_allowance, scan_matches, scan_reference, to_numpy
+
+ROOT = Path(__file__).resolve().parents[1]
+WORLD = 3
+SPAWN_TIMEOUT = 240  # seconds for a process group: a hang fails the test instead of hanging it
+
+# Shard lengths along the sharded axis: uneven, with an empty shard (in the middle and last).
+LENGTH_PATTERNS = ([3, 0, 4], [2, 3, 1], [4, 1, 0])
+SCAN_DTYPES = (torch.float32, torch.float64, torch.float16, torch.int32, torch.uint8, torch.int64)
+DIRECTIONS = ((False, False), (False, True), (True, False), (True, True))
+
+
+# ---------------------------------------------------------------------------------------------
+# Spawning
+# ---------------------------------------------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank_env(rank: int, world: int, port: int) -> dict:
+    return dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                WORLD_SIZE=str(world), LOCAL_RANK=str(rank), OMP_NUM_THREADS="1",
+                PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT),
+                                            os.environ.get("PYTHONPATH", "")]))
+
+
+def _spawn(scenario: str, world: int, outdir: Path) -> list:
+    """Run ``scenario`` on ``world`` ranks; returns each rank's pickled results."""
+    port = _free_port()
+    code = f"import test_distributed as t; t._worker({scenario!r}, {str(outdir)!r})"
+    procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=_rank_env(r, world, port),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(world)]
+    deadline, logs = time.monotonic() + SPAWN_TIMEOUT, []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail(f"{scenario}: the ranks did not finish in {SPAWN_TIMEOUT} s (a hang)")
+        logs.append(out)
+    failed = [(r, p.returncode, logs[r][-4000:]) for r, p in enumerate(procs) if p.returncode]
+    assert not failed, f"{scenario}: ranks failed:\n" + "\n".join(
+        f"--- rank {r} (exit {rc}) ---\n{log}" for r, rc, log in failed)
+    return [pickle.loads((outdir / f"{scenario}-{r}.pkl").read_bytes()) for r in range(world)]
+
+
+def _worker(scenario: str, outdir: str) -> None:
+    import datetime
+    import torch.distributed as dist
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    results = SCENARIOS[scenario](rank, world)
+    Path(outdir, f"{scenario}-{rank}.pkl").write_bytes(pickle.dumps(results))
+    if results.pop("_keep_group", True):
+        dist.barrier()
+        dist.destroy_process_group()
+    else:  # the group saw a rank time out: leave it as it is
+        os._exit(0)
+
+
+def _shard(t: torch.Tensor, axis: int, lengths, position: int) -> torch.Tensor:
+    start = sum(lengths[:position])
+    return t.narrow(axis, start, lengths[position]).clone()
+
+
+def _twice(fn, again: bool = True):
+    """Run ``fn`` twice (once when not ``again``: the interpreter is slow, so every third case
+    is rerun); returns (first result, whether the runs agree bit for bit)."""
+    first = fn()
+    return first, (not again) or _bits(first) == _bits(fn())
+
+
+def _bits(t):
+    if isinstance(t, (tuple, list)):
+        return tuple(_bits(u) for u in t)
+    return bits(t)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases (built identically by the ranks and the parent)
+# ---------------------------------------------------------------------------------------------
+def _scan_values(shape, dtype, op, seed) -> torch.Tensor:
+    rng = np.random.default_rng(seed)
+    if dtype.is_floating_point:
+        if op == "sum":
+            a = rng.uniform(-2, 2, size=shape)
+        else:
+            a = rng.uniform(0.5, 1.5, size=shape) * rng.choice([-1, 1], size=shape)
+        return torch.from_numpy(a).to(dtype)
+    info = torch.iinfo(dtype)
+    np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+    return torch.from_numpy(rng.integers(info.min, info.max, size=shape, dtype=np_dtype,
+                                         endpoint=True))
+
+
+def scan_cases():
+    """(name, op, x (whole), axis, lengths, reverse, exclusive, initial or None): every dtype
+    with both ops, the four directions spread over them, with and without an initial."""
+    cases, seed = [], 0
+    for d, dtype in enumerate(SCAN_DTYPES):
+        for o, op in enumerate(("sum", "prod")):
+            for k in range(2):
+                seed += 1
+                reverse, exclusive = DIRECTIONS[(2 * (d + o) + k) % len(DIRECTIONS)]
+                lengths = LENGTH_PATTERNS[(d + o + k) % len(LENGTH_PATTERNS)]
+                shape, axis = ((2, sum(lengths), 3), 1) if (seed % 3) else ((sum(lengths),), 0)
+                x = _scan_values(shape, dtype, op, seed)
+                initial = None
+                if (d + k) % 2:
+                    init_shape = shape[:axis] + shape[axis + 1:]
+                    initial = _scan_values(init_shape or (1,), dtype, op, 1000 + seed)
+                    initial = initial.reshape(init_shape)
+                cases.append((f"{op}-{dtype}-{lengths}-rev{reverse}-ex{exclusive}"
+                              f"-init{initial is not None}", op, x, axis, lengths, reverse,
+                              exclusive, initial))
+    return cases
+
+
+def reduce_cases():
+    """(name, function, x (whole), sharded axis, lengths, axes, keepdims): every function over
+    the sharded axis alone, with another axis, over every axis, and over another axis only (a
+    local reduction), in float32; then in a half type and in integers (where defined)."""
+    cases, seed = [], 100
+    for f, function in enumerate(FUNCTIONS):
+        plan = [(torch.float32, (1,)), (torch.float32, (1, 2)), (torch.float32, None),
+                (torch.float32, (2,)), (torch.float16 if f % 2 else torch.bfloat16, (1,)),
+                (torch.float64 if f % 2 else torch.int32, (0, 1)),
+                (torch.uint8 if f % 2 else torch.int64, (1,))]
+        for dtype, axes in plan:
+            if not supported(function, dtype):
+                continue
+            seed += 1
+            lengths = LENGTH_PATTERNS[seed % len(LENGTH_PATTERNS)]
+            x = make_input((2, sum(lengths), 3), dtype, function, seed)
+            cases.append((f"{function}-{dtype}-{lengths}-{axes}", function, x, 1, lengths,
+                          axes, bool(seed % 2)))
+    # NaN: the first NaN over the whole tensor wins ARGMAX/ARGMIN, and MAX/MIN/sums propagate it
+    for function in ("ARGMAX", "ARGMIN", "MAX", "MIN", "SUM", "LOG_SUM_EXP"):
+        x = make_input((2, 7, 3), torch.float32, function, 7)
+        x[0, 5, 1] = float("nan")
+        x[1, 1, 2] = float("nan")
+        x[1, 6, 0] = float("nan")
+        for axes in ((1,), None):
+            cases.append((f"nan-{function}-{axes}", function, x, 1, [3, 0, 4], axes, True))
+    return cases
+
+
+DTENSOR_SHAPES = ((2, 7, 3), (2, 4, 3))  # torch's chunks over 3 ranks: 3,3,1 and 2,2,0
+PLACEMENTS = {"Shard(1)": "S1", "Shard(0)": "S0", "Shard(2)": "S2", "Replicate()": "R"}
+
+
+def _placements(d) -> str:
+    """A DTensor's placements as "S<dim>"/"R" (independent of torch's repr)."""
+    return ",".join(f"S{p.dim}" if p.is_shard() else "R" for p in d.placements)
+
+
+# ---------------------------------------------------------------------------------------------
+# Scenarios (run inside the ranks)
+# ---------------------------------------------------------------------------------------------
+def _scenario_main(rank: int, world: int) -> dict:
+    import tritonml.distributed as td
+    out = {"scans": {}, "reduces": {}}
+    began = time.monotonic()
+    for k, (name, op, x, axis, lengths, reverse, exclusive, initial) in enumerate(scan_cases()):
+        shard = _shard(x, axis, lengths, rank)
+        fn = td.cumulative_sum if op == "sum" else td.cumulative_product
+        out["scans"][name] = _twice(lambda: fn(shard, axis, reverse=reverse, exclusive=exclusive,
+                                                initial=initial), k % 3 == 0)
+    out["seconds"] = {"scans": time.monotonic() - began}
+    for k, (name, function, x, sax, lengths, axes, keepdims) in enumerate(reduce_cases()):
+        shard = _shard(x, sax, lengths, rank)
+        out["reduces"][name] = _twice(lambda: td.reduce(shard, function, axes, sharded_axis=sax,
+                                                        keepdims=keepdims), k % 3 == 0)
+    out["seconds"]["reduces"] = time.monotonic() - began
+    out["out_variant"] = _out_variant(td, rank)
+    out["dtensor"] = _dtensor_cases(td, rank, world)
+    out["bytes"] = _bytes(td, rank)
+    out["seconds"]["dtensor+bytes"] = time.monotonic() - began
+    out["errors"] = _errors(td, rank, world)
+    out["seconds"]["errors"] = time.monotonic() - began
+    out["_keep_group"] = False  # the last error case leaves a collective unanswered
+    return out
+
+
+def _out_variant(td, rank):
+    x = torch.arange(1, 22, dtype=torch.float64).reshape(3, 7)
+    lengths = [3, 0, 4]
+    shard = _shard(x, 1, lengths, rank)
+    scan_out = torch.full_like(shard, -1.0)
+    returned = td.cumulative_sum(shard, 1, out=scan_out)
+    reduce_out = torch.empty(3, dtype=torch.int32)
+    td.reduce(shard, "argmin", 1, sharded_axis=1, keepdims=False, index_dtype=torch.int32,
+              out=reduce_out)
+    return {"scan": scan_out, "scan_returned_out": returned is scan_out, "argmin": reduce_out}
+
+
+def _dtensor_cases(td, rank, world):
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor, init_device_mesh
+    mesh = init_device_mesh("cpu", (world,))
+    results = {}
+    for shape in DTENSOR_SHAPES:
+        x = _scan_values(shape, torch.float64, "sum", sum(shape))
+        for label, placement in PLACEMENTS.items():
+            d = distribute_tensor(x, mesh, [eval(label, {"Shard": Shard, "Replicate": Replicate})])
+            key = f"{shape}-{label}"
+            scanned = td.cumulative_sum(d, 1, reverse=True)
+            results[f"scan-{key}"] = (scanned.full_tensor(), _placements(scanned),
+                                      tuple(scanned.to_local().shape), tuple(d.to_local().shape))
+            for function, keepdims in (("SUM", True), ("ARGMAX", False), ("LOG_SUM_EXP", False)):
+                reduced = td.reduce(d, function, 1, keepdims=keepdims)
+                results[f"reduce-{function}-{key}"] = (reduced.full_tensor(),
+                                                       _placements(reduced),
+                                                       bits(reduced.to_local()))
+    return results
+
+
+def _bytes(td, rank):
+    from benchmarks.memtrace import trace_memory
+    lengths = [64, 40, 24]
+    x = _scan_values((4, sum(lengths)), torch.float32, "sum", 5)
+    shard = _shard(x, 1, lengths, rank)
+    out = torch.empty_like(shard)
+    td.cumulative_sum(shard, 1, out=out)  # warm: the first call of a shape compiles and caches
+    with trace_memory(regions={"input": shard, "output": out}) as scan_trace:
+        td.cumulative_sum(shard, 1, out=out)
+    td.reduce(shard, "SUM", 1, sharded_axis=1)
+    with trace_memory(regions={"input": shard}) as reduce_trace:
+        td.reduce(shard, "SUM", 1, sharded_axis=1)
+    return {"shard_bytes": shard.numel() * shard.element_size(),
+            "state_bytes": 4 * 4,  # one float32 state per scan row (4 rows)
+            "scan_input": scan_trace.by_region("input"), "scan_output": scan_trace.by_region("output"),
+            "scan_total": scan_trace.total_bytes,
+            "reduce_input": reduce_trace.by_region("input"),
+            "reduce_total": reduce_trace.total_bytes}
+
+
+def _caught(fn):
+    try:
+        fn()
+    except Exception as error:  # noqa: BLE001 - the test compares what every rank raised
+        return (type(error).__name__, str(error))
+    return None
+
+
+def _errors(td, rank, world):
+    import datetime
+    import torch.distributed as dist
+    x = torch.ones(2, 3, 4)
+    errors = {}
+    errors["dtype"] = _caught(lambda: td.cumulative_sum(x.double() if rank == 1 else x, 1))
+    errors["shape"] = _caught(lambda: td.reduce(torch.ones(2, 3, 5) if rank == 2 else x, "SUM", 1,
+                                                sharded_axis=1))
+    errors["axis_one_rank"] = _caught(lambda: td.cumulative_product(x, 5 if rank == 0 else 1))
+    errors["axis_all"] = _caught(lambda: td.cumulative_sum(x, -4))
+    errors["sharded_axis"] = _caught(lambda: td.reduce(x, "SUM", 1, sharded_axis=3))
+    errors["function_differs"] = _caught(lambda: td.reduce(x, "MAX" if rank else "MIN", 1,
+                                                           sharded_axis=1))
+    errors["function_unknown"] = _caught(lambda: td.reduce(x, "sume" if rank == 1 else "SUM", 1,
+                                                           sharded_axis=1))
+    errors["float_only"] = _caught(lambda: td.reduce(x.int(), "L2", 1, sharded_axis=1))
+    errors["argmax_empty"] = _caught(lambda: td.reduce(torch.ones(2, 0, 4), "ARGMAX", 1,
+                                                       sharded_axis=1))
+    errors["initial_shape"] = _caught(lambda: td.cumulative_sum(
+        x, 1, initial=torch.zeros(2, 5) if rank == 2 else torch.zeros(2, 4)))
+    errors["requires_grad"] = _caught(lambda: td.reduce(x.requires_grad_(rank == 1), "SUM", 1,
+                                                        sharded_axis=1))
+    x = x.detach().requires_grad_(False)
+    errors["not_a_tensor"] = _caught(lambda: td.cumulative_sum([1, 2] if rank == 0 else x, 1))
+    first_two = dist.new_group([0, 1])  # every rank creates it; rank 2 is not a member
+    errors["group"] = _caught(lambda: td.cumulative_sum(x, 1, group=first_two))
+    # still usable after all those errors
+    errors["after"] = td.cumulative_sum(x, 1)
+    # a rank that never arrives: the others' metadata exchange times out instead of hanging
+    if rank == 0:
+        errors["absent"] = _caught(lambda: td.cumulative_sum(x, 1, timeout=datetime.timedelta(
+            seconds=2)))
+    else:
+        time.sleep(3)  # longer than rank 0's timeout: it must time out, not see the exit
+        errors["absent"] = None
+    return errors
+
+
+# associative_scan: a first-order linear recurrence h = a * h + b, a combine that does not commute
+@triton.jit
+def _affine(a1, b1, a2, b2):
+    return a1 * a2, b1 * a2 + b2
+
+
+def _recurrence(a: np.ndarray, b: np.ndarray, reverse: bool, exclusive: bool, initial=None):
+    """Sequential oracle along axis 1: the composition of the affine maps in traversal order."""
+    n = a.shape[1]
+    order = range(n - 1, -1, -1) if reverse else range(n)
+    out_a, out_b = np.empty_like(a), np.empty_like(b)
+    acc_a = np.ones(a.shape[0]) if initial is None else initial[0].copy()
+    acc_b = np.zeros(a.shape[0]) if initial is None else initial[1].copy()
+    for i in order:
+        if exclusive:
+            out_a[:, i], out_b[:, i] = acc_a, acc_b
+        acc_a, acc_b = acc_a * a[:, i], acc_b * a[:, i] + b[:, i]
+        if not exclusive:
+            out_a[:, i], out_b[:, i] = acc_a, acc_b
+    return out_a, out_b
+
+
+def associative_cases():
+    rng = np.random.default_rng(3)
+    a = torch.from_numpy(rng.uniform(0.5, 1.5, size=(2, 6)))
+    b = torch.from_numpy(rng.uniform(-1, 1, size=(2, 6)))
+    initial = (torch.tensor([1.5, 0.5], dtype=torch.float64),
+               torch.tensor([0.25, -2.0], dtype=torch.float64))
+    return [(reverse, exclusive, init, a, b, [4, 2] if not reverse else [1, 5])
+            for reverse, exclusive in DIRECTIONS for init in (None, initial)]
+
+
+def _scenario_associative(rank: int, world: int) -> dict:
+    import tritonml.distributed as td
+    results = []
+    for reverse, exclusive, initial, a, b, lengths in associative_cases():
+        xs = (_shard(a, 1, lengths, rank), _shard(b, 1, lengths, rank))
+        results.append(td.associative_scan(_affine, xs, 1, reverse=reverse, exclusive=exclusive,
+                                           identity=(1.0, 0.0), initial=initial))
+    return {"results": results}
+
+
+SCENARIOS = {"main": _scenario_main, "associative": _scenario_associative}
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks (in the parent)
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def main_run(tmp_path_factory):
+    return _spawn("main", WORLD, tmp_path_factory.mktemp("dist-main"))
+
+
+def test_scans_match_the_oracle_on_the_whole_tensor(main_run):
+    print("rank 0 seconds (cumulative):", main_run[0]["seconds"])
+    for name, op, x, axis, lengths, reverse, exclusive, initial in scan_cases():
+        ranks = [main_run[r]["scans"][name] for r in range(WORLD)]
+        assert all(repeat for _, repeat in ranks), f"{name}: a rerun gave other bits"
+        whole = torch.cat([result for result, _ in ranks], axis)
+        x_np = to_numpy(x)
+        init_np = None if initial is None else to_numpy(initial)
+        allowance = accumulation_allowance(x_np, axis, op, reverse, exclusive, x.dtype, init_np)
+        if x.dtype.is_floating_point:
+            # The carries travel in x's dtype (the ``initial=`` contract): each rank's total and
+            # its folded carry round once each to x's dtype, at most 2 * WORLD roundings of a
+            # partial result, each within eps(dtype) of the running sum of |x| (sums) or of the
+            # result (products); docs/distributed.md, "Accuracy".
+            if op == "sum":
+                abs_init = None if init_np is None else np.abs(init_np.astype(np.float64))
+                scale = scan_reference(np.abs(x_np.astype(np.float64)), axis, "sum", reverse,
+                                       exclusive, initial=abs_init)
+            else:
+                scale = np.abs(scan_reference(x_np, axis, "prod", reverse, exclusive,
+                                              initial=init_np))
+            allowance = allowance + 2 * WORLD * torch.finfo(x.dtype).eps * scale
+        ok, message = scan_matches(whole, x_np, axis, op, reverse, exclusive, allowance,
+                                   initial=init_np)
+        assert ok, f"{name}: {message}"
+
+
+def test_reductions_match_the_oracle_and_agree_bitwise_across_ranks(main_run):
+    for name, function, x, sax, lengths, axes, keepdims in reduce_cases():
+        ranks = [main_run[r]["reduces"][name] for r in range(WORLD)]
+        assert all(repeat for _, repeat in ranks), f"{name}: a rerun gave other bits"
+        results = [result for result, _ in ranks]
+        expected = expected_tensor(x, function, axes, keepdims)
+        reduced = (1,) if axes is None else axes
+        if axes is None or sax in axes:
+            assert len({bits(r) for r in results}) == 1, f"{name}: ranks disagree"
+            got = results[0]
+        else:  # the sharded axis is kept: each rank holds its part of the result
+            kept = sax - sum(1 for a in reduced if a < sax and not keepdims)
+            got = torch.cat(results, kept)
+        assert_matches(got, expected, name)
+
+
+def test_out_variants(main_run):
+    x = torch.arange(1, 22, dtype=torch.float64).reshape(3, 7)
+    scans = [main_run[r]["out_variant"] for r in range(WORLD)]
+    assert all(s["scan_returned_out"] for s in scans)
+    assert torch.equal(torch.cat([s["scan"] for s in scans], 1), torch.from_numpy(
+        np.cumsum(x.numpy(), 1)))
+    for s in scans:
+        assert s["argmin"].dtype == torch.int32 and s["argmin"].tolist() == [0, 0, 0]
+
+
+def test_dtensor_placements_in_and_out(main_run):
+    for shape in DTENSOR_SHAPES:
+        x = _scan_values(shape, torch.float64, "sum", sum(shape))
+        x_np = x.numpy()
+        chunks = [len(c) for c in torch.arange(shape[1]).chunk(WORLD)] + [0] * WORLD
+        for label, placement in PLACEMENTS.items():
+            key = f"{shape}-{label}"
+            full, placements, local_shape, in_shape = main_run[0]["dtensor"][f"scan-{key}"]
+            assert placements == placement, key  # the placement is kept
+            want = np.flip(np.cumsum(np.flip(x_np, 1), 1), 1)
+            np.testing.assert_allclose(full.numpy(), want, rtol=1e-14, atol=1e-14, err_msg=key)
+            for r in range(WORLD):  # every rank keeps its own (uneven) local shape
+                _, _, local_shape, in_shape = main_run[r]["dtensor"][f"scan-{key}"]
+                assert local_shape == in_shape
+                if placement == "S1":
+                    assert local_shape[1] == chunks[r]
+            for function, keepdims in (("SUM", True), ("ARGMAX", False), ("LOG_SUM_EXP", False)):
+                results = [main_run[r]["dtensor"][f"reduce-{function}-{key}"] for r in range(WORLD)]
+                full, placements, _ = results[0]
+                assert_matches(full, expected_tensor(x, function, 1, keepdims), key + function)
+                if placement == "S1":  # the folded dim comes back replicated
+                    assert placements == "R", (key, function)
+                    assert len({local for _, _, local in results}) == 1
+                elif placement == "S2" and not keepdims:
+                    assert placements == "S1", (key, function)  # renumbered
+                else:
+                    assert placements == placement, (key, function)
+
+
+def test_bytes_per_rank(main_run):
+    for r in range(WORLD):
+        moved = main_run[r]["bytes"]
+        shard, state = moved["shard_bytes"], moved["state_bytes"]
+        # scan: the reduce reads the shard once, the scan reads it once and writes it once
+        assert moved["scan_input"]["load"] == 2 * shard, (r, moved)
+        assert moved["scan_output"]["store"] == shard and moved["scan_output"]["load"] == 0
+        # all the rest is the metadata record (a few hundred bytes per rank) and states (the
+        # totals, their exchange and fold: a few copies of WORLD states), whatever the shard size
+        side = 2048 * WORLD + 32 * WORLD * state
+        assert moved["scan_total"] <= 3 * shard + side, (r, moved)
+        assert moved["reduce_input"]["load"] == shard, (r, moved)
+        assert moved["reduce_total"] <= shard + side, (r, moved)
+
+
+def test_bad_input_raises_the_same_error_on_every_rank(main_run):
+    errors = [main_run[r]["errors"] for r in range(WORLD)]
+    expected = {  # case -> (error type, text the message must hold)
+        "dtype": ("ValueError", "x: the shard dtype must be the same on every rank"),
+        "shape": ("ValueError", "x: the shard shape outside the sharded axis"),
+        "axis_one_rank": ("ValueError", "rank 0 of the group: axis: 5 is out of range"),
+        "axis_all": ("ValueError", "axis: -4 is out of range"),
+        "sharded_axis": ("ValueError", "sharded_axis: 3 is out of range"),
+        "function_differs": ("ValueError", "function: function must be the same on every rank"),
+        "function_unknown": ("ValueError", "rank 1 of the group: function: 'sume'"),
+        "float_only": ("TypeError", "function"),
+        "argmax_empty": ("ValueError", "axes:"),
+        "initial_shape": ("ValueError", "rank 2 of the group: initial: shape (2, 5)"),
+        "requires_grad": ("NotImplementedError", "rank 1 of the group: x: tritonml.distributed "
+                          "is not differentiable"),
+        "not_a_tensor": ("TypeError", "rank 0 of the group: x: expected a torch.Tensor"),
+    }
+    for case, (kind, text) in expected.items():
+        raised = [e[case] for e in errors]
+        assert raised[0] is not None, case
+        assert all(e == raised[0] for e in raised), (case, raised)  # the same error everywhere
+        assert raised[0][0] == kind and text in raised[0][1], (case, raised[0])
+    # the non-member raises; the members run the scan between themselves
+    assert errors[2]["group"][0] == "ValueError" and "group: " in errors[2]["group"][1]
+    assert errors[0]["group"] is None and errors[1]["group"] is None
+    for r, e in enumerate(errors):  # each rank holds 3 ones of the axis, in rank order
+        assert torch.equal(e["after"], torch.ones(2, 3, 4).cumsum(1) + 3 * r), r
+    assert errors[0]["absent"][0] == "RuntimeError" and "did not complete" in errors[0]["absent"][1]
+
+
+def test_associative_scan_across_ranks(tmp_path):
+    """Needs tritonml.associative_scan (the single-device user-combine scan)."""
+    runs = _spawn("associative", 2, tmp_path)
+    for k, (reverse, exclusive, initial, a, b, lengths) in enumerate(associative_cases()):
+        got = [torch.cat([runs[r]["results"][k][i] for r in range(2)], 1) for i in range(2)]
+        init = None if initial is None else (initial[0].numpy(), initial[1].numpy())
+        want = _recurrence(a.numpy(), b.numpy(), reverse, exclusive, init)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w, rtol=1e-12, atol=1e-12,
+                                       err_msg=f"reverse={reverse} exclusive={exclusive}")
+
+
+def test_example_script_runs_under_torchrun(tmp_path):
+    script = ROOT / "docs" / "examples" / "distributed_scan.py"
+    port = _free_port()
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
+                           "--nproc-per-node=2", "--master-addr=127.0.0.1",
+                           f"--master-port={port}", str(script)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=SPAWN_TIMEOUT)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.count("match the single-process result") == 2, done.stdout

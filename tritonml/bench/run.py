@@ -1,0 +1,245 @@
+"""``tritonml bench``: the suite (``cases.SUITE``) measured, checked against its targets, written out.
+
+Where it runs:
+
+- everywhere (CPU too): each (entry, op, dtype) runs once in Triton's interpreter with configs
+  chosen as for ``--target`` (default H100): exact bytes moved against the ideal, launches and
+  programs per launch, the result against a float64 reference, a modeled ``--target`` time
+  (``measure.modeled_seconds``), and, unless ``--no-compile``, sm_90 compile facts of the launches.
+  The interpreter costs about a second per MB moved, so shapes over ``--max-elements`` are counted
+  at the entry's quick shape (the ``shape`` column says which); ``--quick`` counts every entry at
+  its quick shape.
+- on a GPU (compiled Triton, CUDA available): the counting above runs in a child process with
+  ``TRITON_INTERPRET=1`` (bytes can only be counted in the interpreter), then every row is timed at
+  its full shape (``timing.py``).
+- ``--dry-run-timing`` runs the timing code on the CPU, at the counted shapes, with the
+  interpreter: it exercises the GPU path; its numbers mean nothing and say so.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+
+from . import cases as _cases
+
+DEFAULT_MAX_ELEMENTS = 1 << 20
+DEFAULT_OUTPUT = "bench-results"
+DESCRIPTION = (
+    "Run the benchmark suite: bytes moved against the ideal, launches, compiled-code facts and a "
+    "modeled GPU time everywhere (kernels run in Triton's interpreter on a CPU); on a CUDA GPU "
+    "also do_bench timings against torch eager and torch.compile. Writes bench.csv, bench.json, "
+    "bench.md and PNG plots to --output. See docs/performance.md.")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--quick", action="store_true",
+                        help="count every entry at its small quick shape (a few minutes on a CPU)")
+    parser.add_argument("--cases", help="comma-separated entries of the suite (default: all): "
+                                        + ", ".join(_cases.ENTRIES))
+    parser.add_argument("--ops", help="comma-separated ops (default: each entry's): "
+                                      + ", ".join(_cases.ALL_OPS))
+    parser.add_argument("--dtypes", help="comma-separated dtypes (default: each entry's): "
+                                         + ", ".join(map(_cases.dtype_text, _cases.ALL_DTYPES)))
+    parser.add_argument("--target", default="H100",
+                        help="the GPU configs are chosen and time is modeled for (default H100)")
+    parser.add_argument("--max-elements", type=int, default=DEFAULT_MAX_ELEMENTS,
+                        help="in the interpreter, count shapes of more elements at their quick "
+                             "shape (default %(default)s)")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="skip the sm_90 compilation (compiled-code facts)")
+    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    parser.add_argument("--dry-run-timing", action="store_true",
+                        help="run the GPU timing code on the CPU (numbers meaningless)")
+    parser.add_argument("--output", metavar="DIR", default=DEFAULT_OUTPUT,
+                        help="where to write bench.csv, bench.json, bench.md and plots "
+                             "(default: %(default)s)")
+    # Internal: the child process a GPU run counts bytes in.
+    parser.add_argument("--count-only", action="store_true", help=argparse.SUPPRESS)
+
+
+def _names(text, known, what):
+    """The comma-separated names of ``text`` (None: all of ``known``); unknown ones raise."""
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    lookup = {k.lower(): k for k in known}
+    unknown = [n for n in names if n.lower() not in lookup]
+    if unknown or not names:
+        raise ValueError(f"--{what}: unknown {', '.join(unknown) or '(empty)'}; known: "
+                         f"{', '.join(known)}")
+    return [lookup[n.lower()] for n in names]
+
+
+def work_items(args) -> list:
+    """(entry, op, dtype) triples the arguments select; ValueError names a bad argument."""
+    import torch
+    from tritonml_autotune import devices
+
+    devices.lookup(args.target, "--target")
+    entries = _names(args.cases, list(_cases.ENTRIES), "cases")
+    ops = _names(args.ops, list(_cases.ALL_OPS), "ops")
+    dtype_names = _names(args.dtypes, [_cases.dtype_text(d) for d in _cases.ALL_DTYPES], "dtypes")
+    dtypes = None if dtype_names is None else [getattr(torch, d) for d in dtype_names]
+    if args.max_elements < 1:
+        raise ValueError(f"--max-elements: expected >= 1, got {args.max_elements}")
+    items = [(entry, op, dtype) for entry in _cases.SUITE
+             if entries is None or entry.name in entries
+             for op in entry.ops if ops is None or op in ops
+             for dtype in entry.dtypes if dtypes is None or dtype in dtypes]
+    if not items:
+        raise ValueError("--cases/--ops/--dtypes: the selection holds no entry of the suite")
+    return items
+
+
+def counted_shape(entry, quick: bool, max_elements: int) -> tuple:
+    if quick or math.prod(entry.shape) > max_elements:
+        return entry.quick_shape
+    return entry.shape
+
+
+def _base_row(entry, op, dtype, shape, target) -> dict:
+    axes = "all" if entry.axes is None else ",".join(map(str, entry.axes))
+    rank = len(entry.shape)
+    return {"entry": entry.name, "group": entry.group, "op": op, "dtype": _cases.dtype_text(dtype),
+            "shape": list(shape), "axes": axes, "timed_shape": None, "target": target,
+            "last_axis": entry.axes is not None and entry.axes[-1] % rank == rank - 1,
+            "what": entry.what}
+
+
+def count_rows(items, args) -> list:
+    """Every item counted in the interpreter (this process must interpret)."""
+    from tqdm import tqdm
+
+    from . import measure
+
+    rows = []
+    for entry, op, dtype in tqdm(items, desc="tritonml bench", unit="case", file=sys.stderr):
+        shape = counted_shape(entry, args.quick, args.max_elements)
+        row = _base_row(entry, op, dtype, shape, args.target)
+        try:
+            prepared = _cases.prepare(entry, op, dtype, shape)
+        except _cases.NotAvailable as exc:
+            row["status"] = _cases.NOT_AVAILABLE
+            row["note"] = str(exc)
+            rows.append(row)
+            continue
+        fields, result, trace = measure.count(prepared, args.target)
+        row.update(fields)
+        row["ideal_bytes"] = prepared.ideal_bytes
+        row["kernels"] = "+".join(launch["kernel"] for launch in fields["launch_detail"])
+        row["tritonml_error"] = _cases.relative_error(result, prepared.reference()) \
+            if not prepared.exact else float(not _equal(result, prepared.reference()))
+        modeled = measure.modeled_seconds(args.target, fields["launch_detail"])
+        ideal = measure.ideal_seconds(args.target, prepared.ideal_bytes)
+        row.update(modeled_us=modeled * 1e6, modeled_ideal_us=ideal * 1e6,
+                   modeled_ratio=modeled / ideal, status="ok")
+        if not args.no_compile:
+            row["_descriptions"] = measure.describe_launches(prepared.counted_run, args.target)
+        rows.append(row)
+    if not args.no_compile:
+        measure.compile_facts([r for r in rows if "_descriptions" in r])
+    for row in rows:
+        if row["status"] == "ok":
+            row.update(measure.compiled_summary(row.get("compiled", [])))
+    return rows
+
+
+def _equal(result, reference) -> bool:
+    import torch
+    return bool(torch.equal(result.to(torch.int64).reshape(reference.shape), reference))
+
+
+def count_in_child(args) -> list:
+    """Count in a child process that interprets (a GPU process runs compiled Triton)."""
+    with tempfile.TemporaryDirectory(prefix="tritonml-bench-") as scratch:
+        command = [sys.executable, "-m", "tritonml.cli", "bench", "--count-only", "--output",
+                   scratch, "--target", args.target, "--max-elements", str(args.max_elements)]
+        for option in ("cases", "ops", "dtypes"):
+            if getattr(args, option):
+                command += [f"--{option}", getattr(args, option)]
+        command += ["--quick"] * args.quick + ["--no-compile"] * args.no_compile
+        env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+        subprocess.run(command, env=env, check=True)
+        with open(os.path.join(scratch, "bench.json")) as f:
+            return json.load(f)["rows"]
+
+
+def time_rows(rows, items, args, on_gpu: bool) -> None:
+    """Add timings to the counted rows: at the full shape on a GPU, at the counted shape in a
+    CPU dry run."""
+    from tqdm import tqdm
+
+    from . import measure, timing
+
+    device = "cuda" if on_gpu else "cpu"
+    for row, (entry, op, dtype) in tqdm(list(zip(rows, items)), desc="tritonml bench timing",
+                                        unit="case", file=sys.stderr):
+        if row["status"] != "ok":
+            continue
+        shape = entry.shape if on_gpu else tuple(row["shape"])
+        prepared = _cases.prepare(entry, op, dtype, shape, device)
+        row["timed_shape"] = list(shape)
+        row["ideal_bytes_timed"] = prepared.ideal_bytes
+        row.update(timing.time_prepared(prepared, dry_run=not on_gpu))
+        del prepared
+    for row in rows:
+        row.setdefault("ideal_bytes_timed", row.get("ideal_bytes") or 0)
+        if row["status"] == "ok":
+            row.update(measure.verdicts(row))
+
+
+def environment(args, argv) -> dict:
+    import torch
+    import triton
+
+    import tritonml
+    return {"command": "tritonml bench " + " ".join(argv), "date": datetime.date.today().isoformat(),
+            "tritonml": tritonml.__version__, "triton": triton.__version__,
+            "torch": torch.__version__, "python": platform.python_version(),
+            "backend": "Triton interpreter" if tritonml.INTERPRET else "compiled Triton",
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+            "target": args.target, "quick": args.quick, "max_elements": args.max_elements}
+
+
+def cmd_bench(args, argv=()) -> int:
+    import torch
+
+    import tritonml
+    from tritonml_autotune import devices
+
+    from . import output
+
+    try:
+        items = work_items(args)
+        args.target = devices.lookup(args.target, "--target").name
+    except ValueError as exc:
+        print(f"tritonml bench: {exc}", file=sys.stderr)
+        return 2
+    on_gpu = not tritonml.INTERPRET and torch.cuda.is_available()
+    if tritonml.INTERPRET:
+        rows = count_rows(items, args)
+    else:
+        rows = count_in_child(args)
+    if not args.count_only and (on_gpu or args.dry_run_timing):
+        time_rows(rows, items, args, on_gpu)
+    else:
+        time_rows(rows, [], args, False)  # verdicts only
+    os.makedirs(args.output, exist_ok=True)
+    env = environment(args, list(argv))
+    output.write_json(os.path.join(args.output, "bench.json"), env, rows)
+    output.write_csv(os.path.join(args.output, "bench.csv"), rows)
+    text = output.markdown(env, rows)
+    with open(os.path.join(args.output, "bench.md"), "w") as f:
+        f.write(text)
+    if not args.no_plots and not args.count_only:
+        output.plots(args.output, rows, args.target)
+    sys.stdout.write(text)
+    print(f"wrote {len(rows)} rows to {args.output}", file=sys.stderr)
+    return 0
