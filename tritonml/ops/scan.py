@@ -11,7 +11,7 @@ from tritonml_autotune import devices, select
 from .. import _checks, _layout, _plan
 from .._config import ScanConfig
 from .._dtypes import ACC_DTYPE, ACC_TORCH_DTYPE
-from . import _scratch, _steps
+from . import _scratch, _state_combine, _steps
 from ..kernels import combine as _combine
 from ..kernels.scan import scan_lookback_kernel, scan_tiled_kernel
 
@@ -23,6 +23,17 @@ class ScanCombine:
     name: str
     fn: object
     identity: int
+
+
+    def forms(self) -> tuple:
+        """``(COMBINE, SCAN_COMBINE)``: the state and flat forms the kernels take
+        (tritonml/kernels/scan.py). Sum and product keep Triton's own combine objects as their
+        flat form, which the interpreter runs through numpy."""
+        if self.fn is _combine.add:
+            return _combine.add_state, _combine.add
+        if self.fn is _combine.mul:
+            return _combine.mul_state, _combine.mul
+        return _state_combine.scalar_adapter(self.fn), self.fn
 
 
 SUM = ScanCombine("sum", _combine.add, 0)
@@ -170,23 +181,119 @@ def scan_work(layout, combine: ScanCombine, dtype: torch.dtype, negate_x: bool, 
     """The workspaces and launch ``launch_scan`` runs, for x of ``dtype``; ``negate_x`` /
     ``negate_out`` / ``negate_init``: x / out / initial is a torch view with the negative bit (the
     memory holds the negated values). The launch reads the initial from tensor slot 2 (``Work.run``
-    gets it, or x as an unread placeholder without ``has_initial``)."""
+    gets it, or x as an unread placeholder without ``has_initial``): the one-component case of
+    ``state_work``."""
+    combine_fn, scan_fn = combine.forms()
+    return state_work((layout,), combine_fn, scan_fn, (combine.identity,), (ACC_DTYPE[dtype],),
+                      (ACC_TORCH_DTYPE[dtype],), (negate_x,), (negate_out,), (negate_init,),
+                      reverse=reverse, exclusive=exclusive, config=config,
+                      has_initial=has_initial)
+
+
+def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], acc_dtypes: tuple,
+               acc_torch_dtypes: tuple, negate_x: tuple, negate_out: tuple, negate_init: tuple, *,
+               reverse: bool, exclusive: bool, config: ScanConfig,
+               has_initial: bool = False) -> _steps.Work:
+    """The work of a scan of a state of k = ``len(layouts)`` components (one ``AxisLayout`` per
+    component, all of one shape: ``state_layouts``). ``combine_fn``/``scan_fn``: the kernels'
+    ``COMBINE``/``SCAN_COMBINE``; ``identity`` (one value per component) or None: the state is
+    FLAGGED (tritonml/kernels/scan.py); ``acc_dtypes``: each component's accumulation type (Triton
+    and torch); ``negate_*``: per component, a negative-bit view.
+
+    Tensor slots (``Work.run(xs[0], outs[0], (*xs[1:], *outs[1:], *initials))``): x_i is 0, 2,
+    ..., k; out_i 1, k + 1, ..., 2k - 1; initial_i 2k + i (x_i stands in without one); then the
+    look-back's status words and its k aggregate and k prefix workspaces."""
+    k = len(layouts)
+    layout = layouts[0]
     chains = layout.chains(config.block_inner)
     tiles = chains * -(-layout.axis_len // config.block_axis)
     workspace_slots = tiles * config.block_inner if config.regime == "lookback" else 0
-    index_64 = layout.needs_index_64(config.block_axis, config.block_inner, workspace_slots)
-    meta = dict(COMBINE=combine.fn, IDENTITY=combine.identity, ACC_DTYPE=ACC_DTYPE[dtype],
-                REVERSE=reverse, EXCLUSIVE=exclusive, NEGATE_X=negate_x, NEGATE_OUT=negate_out,
-                HAS_INITIAL=has_initial, NEGATE_INIT=negate_init, INDEX_64=index_64, BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
+    index_64 = any(lay.needs_index_64(config.block_axis, config.block_inner, workspace_slots)
+                   for lay in layouts)
+    flagged = identity is None
+    meta = dict(COMBINE=combine_fn, SCAN_COMBINE=scan_fn,
+                IDENTITY=(0,) * k if flagged else tuple(identity), ACC_DTYPE=tuple(acc_dtypes),
+                FLAGGED=flagged, REVERSE=reverse, EXCLUSIVE=exclusive, NEGATE_X=tuple(negate_x),
+                NEGATE_OUT=tuple(negate_out), HAS_INITIAL=has_initial,
+                NEGATE_INIT=tuple(negate_init), INDEX_64=index_64,
+                BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
                 num_warps=config.num_warps)
+    x_slots = (0, *range(2, k + 1))
+    out_slots = (1, *range(k + 1, 2 * k))
+    init_slots = tuple(range(2 * k, 3 * k))
+    args = layout_args(layouts)
     if config.regime == "lookback":
-        acc_torch = ACC_TORCH_DTYPE[dtype]
+        status = 3 * k
         workspaces = (_steps.Workspace(1 + tiles, torch.int32, zeroed=True),   # status words
-                      _steps.Workspace(tiles * config.block_inner, acc_torch),  # aggregates
-                      _steps.Workspace(tiles * config.block_inner, acc_torch))  # prefixes
-        step = _steps.step(scan_lookback_kernel, (tiles,), (_steps.X, _steps.OUT, 2, 3, 4, 5),
-                           layout.kernel_args(), dict(PREFIX_EVERY=config.prefix_every, **meta))
+                      *(_steps.Workspace(tiles * config.block_inner, acc)      # aggregates
+                        for acc in acc_torch_dtypes),
+                      *(_steps.Workspace(tiles * config.block_inner, acc)      # prefixes
+                        for acc in acc_torch_dtypes))
+        slots = (x_slots, out_slots, init_slots, status, tuple(range(status + 1, status + 1 + k)),
+                 tuple(range(status + 1 + k, status + 1 + 2 * k)))
+        step = _steps.step(scan_lookback_kernel, (tiles,), slots, args,
+                           dict(PREFIX_EVERY=config.prefix_every, **meta))
         return _steps.Work(workspaces, (step,))
-    step = _steps.step(scan_tiled_kernel, (chains,), (_steps.X, _steps.OUT, 2), layout.kernel_args(),
-                       meta)
+    step = _steps.step(scan_tiled_kernel, (chains,), (x_slots, out_slots, init_slots), args, meta)
     return _steps.Work((), (step,))
+
+
+def layout_args(layouts: tuple) -> tuple:
+    """The scan kernels' layout arguments for one ``AxisLayout`` per component: the shared sizes,
+    then each stride as a tuple with one entry per component."""
+    first = layouts[0]
+
+    def each(name):
+        return tuple(getattr(lay, name) for lay in layouts)
+    return (first.axis_len, first.inner_len, first.outer_sizes,
+            each("x_axis_stride"), each("x_inner_stride"), each("x_outer_strides"),
+            each("out_axis_stride"), each("out_inner_stride"), each("out_outer_strides"),
+            each("init_inner_stride"), each("init_outer_strides"))
+
+
+def state_layouts(shape, x_strides: tuple, out_strides: tuple, axis: int,
+                  init_strides: Optional[tuple] = None) -> tuple:
+    """One ``AxisLayout`` per component (``x_strides[i]``, ``out_strides[i]``, ``init_strides[i]``:
+    component i's tensors), all over the same outer dims x axis x inner: a dim merges with its
+    neighbour only where it does in every tensor. One component: ``_layout.axis_layout`` itself."""
+    if len(x_strides) == 1:
+        return (_layout.axis_layout(shape, x_strides[0], out_strides[0], axis,
+                                    init_strides[0] if init_strides is not None else None),)
+    k = len(x_strides)
+    if len(shape) == 0:
+        shape, axis = (1,), 0
+        x_strides, out_strides = ((1,),) * k, ((1,),) * k
+        init_strides = ((),) * k if init_strides is not None else None
+    others = [i for i in range(len(shape)) if i != axis]
+    columns = {}
+    for j, i in enumerate(others):
+        cols = tuple(st[i] for st in x_strides) + tuple(st[i] for st in out_strides)
+        if init_strides is not None:
+            cols += tuple(st[j] for st in init_strides)
+        columns[i] = cols
+    dims = _layout.merge_dims([(shape[i], columns[i]) for i in others])
+    width = 3 * k if init_strides is not None else 2 * k
+    inner_len, inner_columns = dims[-1] if dims else (1, (0,) * width)
+    outer = dims[:-1]
+    axis_len = shape[axis]
+    pad = _layout._pad
+    layouts = []
+    for c in range(k):
+        extra = {}
+        if init_strides is not None:
+            col = 2 * k + c
+            extra = dict(init_inner_stride=inner_columns[col],
+                         init_outer_strides=pad((d[1][col] for d in outer), _layout.MAX_OUTER_DIMS, 0),
+                         init_last=_layout.last_offset([shape[i] for i in others], init_strides[c]))
+        layouts.append(_layout.AxisLayout(
+            axis_len=axis_len, inner_len=inner_len,
+            outer_sizes=pad((d[0] for d in outer), _layout.MAX_OUTER_DIMS, 1),
+            x_axis_stride=x_strides[c][axis] if axis_len > 1 else 0,
+            x_inner_stride=inner_columns[c],
+            x_outer_strides=pad((d[1][c] for d in outer), _layout.MAX_OUTER_DIMS, 0),
+            out_axis_stride=out_strides[c][axis] if axis_len > 1 else 0,
+            out_inner_stride=inner_columns[k + c],
+            out_outer_strides=pad((d[1][k + c] for d in outer), _layout.MAX_OUTER_DIMS, 0),
+            x_last=_layout.last_offset(shape, x_strides[c]),
+            out_last=_layout.last_offset(shape, out_strides[c]), **extra))
+    return tuple(layouts)
