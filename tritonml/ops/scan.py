@@ -297,3 +297,177 @@ def state_layouts(shape, x_strides: tuple, out_strides: tuple, axis: int,
             x_last=_layout.last_offset(shape, x_strides[c]),
             out_last=_layout.last_offset(shape, out_strides[c]), **extra))
     return tuple(layouts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tuple-state scans with a user's combine function (tritonml.associative_scan, docs/dsl.md)
+# ---------------------------------------------------------------------------------------------
+def _as_tensors(name: str, value, arity: Optional[int]) -> tuple:
+    """A tensor or a tuple/list of tensors as a tuple (``arity``: the length it must have)."""
+    if isinstance(value, torch.Tensor):
+        values = (value,)
+    elif isinstance(value, (tuple, list)):
+        values = tuple(value)
+    else:
+        raise TypeError(f"{name}: expected a torch.Tensor or a tuple of tensors, got "
+                        f"{_checks._type_name(value)}")
+    if arity is not None and len(values) != arity:
+        raise ValueError(f"{name}: has {len(values)} tensor(s) but xs has {arity}; pass one per "
+                         "tensor of xs")
+    for i, t in enumerate(values):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}[{i}]: expected a torch.Tensor, got {_checks._type_name(t)}")
+    return values
+
+
+def _check_combine_fn(combine_fn, arity: int) -> None:
+    """``combine_fn``: a ``@triton.jit`` function of two states returning a state of ``arity``
+    values. Checked from its signature and, where its ``return`` statements spell a tuple or
+    plainly a single value, from its source; anything else is checked when it compiles
+    (a ``tl.static_assert`` in the generated adapter, tritonml/ops/_state_combine.py)."""
+    import ast
+    import inspect
+    import textwrap
+
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+    # Under the interpreter, ``@triton.jit`` makes an InterpretedFunction.
+    if not isinstance(combine_fn, (JITFunction, InterpretedFunction)):
+        raise TypeError(f"combine_fn: expected a @triton.jit function, got "
+                        f"{_checks._type_name(combine_fn)}")
+    params = [p for p in inspect.signature(combine_fn.fn).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(params) != 2:
+        raise TypeError(f"combine_fn: takes {len(params)} parameter(s); it must take exactly two "
+                        "states (the earlier and the later operand), each a tuple of "
+                        f"{arity} value(s)")
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(combine_fn.fn)))
+    except (OSError, TypeError, SyntaxError):
+        return
+    body = tree.body[0]
+    stack = list(body.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return):
+            value = node.value
+            if isinstance(value, (ast.Tuple, ast.List)):
+                if len(value.elts) != arity:
+                    raise ValueError(f"combine_fn: returns {len(value.elts)} value(s); it must "
+                                     f"return a tuple of {arity}, one per tensor of xs")
+            elif value is None or isinstance(value, (ast.BinOp, ast.UnaryOp, ast.Compare,
+                                                     ast.Constant, ast.BoolOp)):
+                raise ValueError(f"combine_fn: returns a single value; it must return a tuple of "
+                                 f"{arity} value(s), one per tensor of xs (e.g. (a[0] + b[0],))")
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _check_identity(identity, arity: int) -> Optional[tuple]:
+    if identity is None:
+        return None
+    if isinstance(identity, (int, float)) and not isinstance(identity, bool) and arity == 1:
+        identity = (identity,)
+    if not isinstance(identity, (tuple, list)):
+        raise TypeError(f"identity: expected a tuple of {arity} number(s) or None, got "
+                        f"{_checks._type_name(identity)}")
+    if len(identity) != arity:
+        raise ValueError(f"identity: has {len(identity)} value(s) but xs has {arity} tensor(s); "
+                         "give one identity per tensor")
+    for i, value in enumerate(identity):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"identity[{i}]: expected an int or a float, got "
+                            f"{_checks._type_name(value)}")
+    return tuple(identity)
+
+
+def associative_scan_states(combine_fn, xs, axis, *, reverse=False, exclusive=False,
+                            identity=None, initial=None, out=None, config=None):
+    """The launcher of ``tritonml.associative_scan`` (see there and docs/dsl.md): validates every
+    argument before anything is allocated or launched, then runs the scan kernels on a state with
+    one component per tensor of ``xs``. Returns the tuple of outputs."""
+    # --- validate (nothing is launched or written before every check has passed) ---
+    xs = _as_tensors("xs", xs, None)
+    if not xs:
+        raise ValueError("xs: is empty; pass at least one tensor")
+    k = len(xs)
+    for i, x in enumerate(xs):
+        _checks.check_tensor(f"xs[{i}]", x)
+    shape, device = tuple(xs[0].shape), xs[0].device
+    for i, x in enumerate(xs[1:], 1):
+        if tuple(x.shape) != shape:
+            raise ValueError(f"xs[{i}]: shape {tuple(x.shape)} does not match xs[0]'s shape "
+                             f"{shape}; every tensor of xs must have one shape")
+        if x.device != device:
+            raise ValueError(f"xs[{i}]: tensor is on {x.device} but xs[0] is on {device}; "
+                             "tensors must be on the same device")
+    _check_combine_fn(combine_fn, k)
+    axis = _checks.normalize_axis(axis, len(shape))
+    reverse = _checks.check_bool("reverse", reverse)
+    exclusive = _checks.check_bool("exclusive", exclusive)
+    identity = _check_identity(identity, k)
+    if exclusive and identity is None:
+        raise ValueError("identity: an exclusive scan needs the combine's identity (the state "
+                         "its first output holds); pass identity=(one value per tensor of xs)")
+    initials = None
+    if initial is not None:
+        initials = _as_tensors("initial", initial, k)
+        for i, (init, x) in enumerate(zip(initials, xs)):
+            name = f"initial[{i}]"
+            _checks.check_readable(name, init)
+            expected = shape[:axis] + shape[axis + 1:]
+            if tuple(init.shape) != expected:
+                raise ValueError(f"{name}: shape {tuple(init.shape)} does not match xs's shape "
+                                 f"without axis {axis}, {expected}")
+            if init.dtype != x.dtype:
+                raise TypeError(f"{name}: dtype {init.dtype} does not match xs[{i}]'s dtype "
+                                f"{x.dtype}")
+            if init.device != device:
+                raise ValueError(f"{name}: tensor is on {init.device} but xs is on {device}; "
+                                 "tensors must be on the same device")
+    outs = None
+    if out is not None:
+        outs = _as_tensors("out", out, k)
+        for i, (o, x) in enumerate(zip(outs, xs)):
+            name = f"out[{i}]"
+            _checks.check_out(o, x, shape=shape, dtype=x.dtype, name=name, allow_alias_of=x)
+            for j, other in enumerate(xs):
+                if j != i and _checks.overlaps(o, other):
+                    raise ValueError(f"{name}: overlaps xs[{j}]; an output may alias only its own "
+                                     "input (xs[i] for out[i])")
+            for j, other in enumerate(outs[:i]):
+                if _checks.overlaps(o, other):
+                    raise ValueError(f"{name}: overlaps out[{j}]; every output needs its own memory")
+            for j, init in enumerate(initials or ()):
+                if _checks.overlaps(o, init):
+                    raise ValueError(f"{name}: overlaps initial[{j}]; the initial is read while out "
+                                     "is written, so pass an initial that does not overlap out")
+    if config is not None:
+        if not isinstance(config, ScanConfig):
+            raise TypeError(f"config: expected a ScanConfig, got {type(config).__name__}")
+        config.validate()
+
+    # --- outputs, layouts, config ---
+    if outs is None:
+        outs = tuple(torch.empty_like(x, memory_format=torch.preserve_format) for x in xs)
+    if xs[0].numel() == 0:
+        return outs
+    layouts = state_layouts(shape, tuple(x.stride() for x in xs), tuple(o.stride() for o in outs),
+                            axis, tuple(t.stride() for t in initials) if initials else None)
+    if config is None:
+        element_bytes = (sum(x.dtype.itemsize for x in xs),
+                         sum(ACC_TORCH_DTYPE[x.dtype].itemsize for x in xs))
+        name = f"{combine_fn.fn.__module__}.{combine_fn.fn.__qualname__}"
+        config = select.choose_scan(layouts[0], xs[0].dtype, device, name,
+                                    element_bytes=element_bytes).config
+    combine, scan_combine = _state_combine.state_adapters(combine_fn, k, identity is None)
+    work = state_work(layouts, combine, scan_combine, identity,
+                      tuple(ACC_DTYPE[x.dtype] for x in xs),
+                      tuple(ACC_TORCH_DTYPE[x.dtype] for x in xs),
+                      tuple(x.is_neg() for x in xs), tuple(o.is_neg() for o in outs),
+                      tuple(t.is_neg() for t in initials) if initials else (False,) * k,
+                      reverse=reverse, exclusive=exclusive, config=config,
+                      has_initial=initials is not None)
+    work.run(xs[0], outs[0], (*xs[1:], *outs[1:], *(initials if initials else xs)))
+    return outs
