@@ -151,11 +151,12 @@ def fields(config) -> dict:
             if name != "prefix_every"}
 
 
-def plan_scan(layout, dtype: torch.dtype, device: torch.device | None, combine: str) -> Plan:
+def plan_scan(layout, dtype: torch.dtype, device: torch.device | None, combine: str,
+              element_bytes: tuple | None = None) -> Plan:
     if not isinstance(combine, str) or not combine:
         raise TypeError(f"combine: expected a combine's name such as 'sum', got {combine!r}")
-    acc = accumulator_bytes(dtype)
-    problem = Problem("scan", combine, _dtype_name(dtype), dtype.itemsize, acc, dtype.itemsize,
+    value, acc = element_bytes if element_bytes else (dtype.itemsize, accumulator_bytes(dtype))
+    problem = Problem("scan", combine, _dtype_name(dtype), value, acc, value,
                       max(layout.axis_len, 1), max(layout.inner_len, 1), layout.outer_len,
                       layout.axis_is_contiguous)
     gpu = gpu_of(device)
@@ -244,20 +245,22 @@ def _memoized(memo_key: tuple, build_plan, make_runner) -> engine.Choice:
 
 
 def choose_scan(layout, dtype: torch.dtype, device: torch.device | None, combine: str, *,
-                make_runner=None) -> engine.Choice:
+                make_runner=None, element_bytes: tuple | None = None) -> engine.Choice:
     """The config for a scan (``combine`` "sum" or "product") of ``dtype`` over ``layout`` (an
     ``AxisLayout``) on ``device``; ``Choice.config`` is a ``ScanConfig``. ``make_runner(config)``
     returns a no-argument callable launching this scan with ``config`` on scratch buffers; give it
-    only where timing is possible (a CUDA device)."""
+    only where timing is possible (a CUDA device). ``element_bytes``: ``(bytes read per element,
+    accumulator bytes per element)`` of a tuple-state scan (``tritonml.associative_scan``: the
+    sums over its components), instead of those of ``dtype``."""
     gpu = gpu_of(device)
     if gpu is None:
-        return engine.Choice(heuristics.scan_config(layout, "cpu", None, accumulator_bytes(dtype)),
-                             engine.DEFAULT)
+        acc = element_bytes[1] if element_bytes else accumulator_bytes(dtype)
+        return engine.Choice(heuristics.scan_config(layout, "cpu", None, acc), engine.DEFAULT)
     timing = _can_time(gpu, device, make_runner)
     # The memo key holds everything the answer depends on, so a hit builds no plan.
-    memo_key = ("scan", combine, dtype, layout.axis_len, layout.inner_len, layout.outer_len,
-                layout.axis_is_contiguous, gpu, timing, cache_dir())
-    return _memoized(memo_key, lambda: plan_scan(layout, dtype, device, combine),
+    memo_key = ("scan", combine, dtype, element_bytes, layout.axis_len, layout.inner_len,
+                layout.outer_len, layout.axis_is_contiguous, gpu, timing, cache_dir())
+    return _memoized(memo_key, lambda: plan_scan(layout, dtype, device, combine, element_bytes),
                      make_runner if timing else None)
 
 

@@ -71,3 +71,60 @@ def scan_launches(dtypes=SUPPORTED_DTYPES, regimes=(*SCAN_REGIME_SHAPES, *TUNER_
 def initial_scan_launches():
     """Every regime's HAS_INITIAL=True launches, for ``INITIAL_DTYPES``."""
     return scan_launches(dtypes=INITIAL_DTYPES, initial=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tuple-state scans (tritonml.associative_scan): arity 2 and 4, with and without an identity, in
+# every regime. Their combine functions live here so the compiling process finds them by import
+# (tests/test_associative_scan.py puts this folder on its PYTHONPATH).
+# ---------------------------------------------------------------------------------------------
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+
+@triton.jit
+def linear_recurrence(a, b):
+    """(gate, token): h = gate * h_prev + token, composed."""
+    return (a[0] * b[0], b[0] * a[1] + b[1])
+
+
+@triton.jit
+def matrix_product(a, b):
+    """Row-major 2x2 matrices, a @ b (not commutative)."""
+    return (a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3],
+            a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3])
+
+
+# (name, combine, dtypes, identity)
+TUPLE_SCAN_STATES = (
+    ("linear float32", linear_recurrence, (torch.float32, torch.float32), (1.0, 0.0)),
+    ("linear float32 flagged", linear_recurrence, (torch.float32, torch.float32), None),
+    ("matrix float32", matrix_product, (torch.float32,) * 4, (1.0, 0.0, 0.0, 1.0)),
+)
+
+
+def tuple_scan_launches(regimes=(*SCAN_REGIME_SHAPES,), directions=(False, True)):
+    """Describe every (state, regime, reverse) tuple-state launch, inclusive, plus the exclusive
+    ones where an identity is given; configs as the CUDA heuristics pick them for float32."""
+    from tritonml.ops.scan import associative_scan_states
+
+    descriptions = []
+    for (name, combine, dtypes, identity), regime, reverse in itertools.product(
+            TUPLE_SCAN_STATES, regimes, directions):
+        shape, axis = SCAN_REGIME_SHAPES[regime]
+        xs = tuple(torch.empty(shape, dtype=dtype) for dtype in dtypes)
+        layout = _layout.axis_layout(shape, xs[0].stride(), xs[0].stride(), axis)
+        acc_bytes = sum(ACC_TORCH_DTYPE[d].itemsize for d in dtypes)
+        config = scan_config(layout, "cuda", acc_bytes=acc_bytes)
+        if config.regime != regime:  # a larger state makes shorter tiles: keep the regime asked
+            config = ScanConfig(regime, config.block_axis, config.block_inner, config.num_warps)
+        for exclusive in ((False, True) if identity is not None else (False,)):
+            with _trace.record(execute=False) as rec:
+                associative_scan_states(combine, xs, axis, reverse=reverse, exclusive=exclusive,
+                                        identity=identity, config=config)
+            for launch in rec.launches:
+                desc = describe(launch)
+                desc["case"] = dict(state=name, regime=regime, reverse=reverse,
+                                    exclusive=exclusive, arity=len(dtypes))
+                descriptions.append(desc)
+    return descriptions

@@ -23,6 +23,18 @@ add = _triton_compat.sum_combine
 # Product: exact modulo 2**bits for integers, IEEE multiplication for floats.
 mul = _triton_compat.prod_combine
 
+# The scan kernels' state form of the two (tritonml/kernels/scan.py: ``COMBINE`` takes and returns
+# tuples of components); their ``SCAN_COMBINE`` stays ``add``/``mul`` themselves.
+@triton.jit
+def add_state(a, b):
+    return (add(a[0], b[0]),)
+
+
+@triton.jit
+def mul_state(a, b):
+    return (mul(a[0], b[0]),)
+
+
 # ``scan_along(input, axis, combine_fn, reverse=False)`` and ``reduce_along(input, axis, combine_fn,
 # keep_dims=False)``: ``tl.associative_scan`` and ``tl.reduce`` with ``combine_fn`` taken from a
 # ``tl.constexpr`` parameter (tritonml/_triton_compat.py says why they are shims).

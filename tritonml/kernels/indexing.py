@@ -54,3 +54,25 @@ def chain_offsets(chain, inner_len, outer_sizes, x_outer_strides, out_outer_stri
     outer_idx, inner_idx, inner_mask = chain_position(chain, inner_len, INDEX_64, BLOCK_INNER)
     x_base, out_base = unflatten_offsets(outer_idx, outer_sizes, x_outer_strides, out_outer_strides)
     return x_base + inner_idx * x_inner_stride, out_base + inner_idx * out_inner_stride, inner_mask
+
+
+@triton.jit
+def outer_index(flat, sizes):
+    """Row-major index ``flat`` over dims ``sizes`` (outermost first) as a tuple of per-dim
+    indices; the outermost is the quotient left over. Decomposed once, applied to any number of
+    tensors' strides with ``strided_offset``."""
+    rest = flat
+    index = ()
+    for d in tl.static_range(len(sizes) - 1, 0, -1):
+        index = (rest % sizes[d],) + index
+        rest = rest // sizes[d]
+    return (rest,) + index
+
+
+@triton.jit
+def strided_offset(index, strides):
+    """Offset of the per-dim ``index`` (``outer_index``) in a tensor of ``strides``."""
+    offset = index[0] * strides[0]
+    for d in tl.static_range(1, len(strides)):
+        offset += index[d] * strides[d]
+    return offset

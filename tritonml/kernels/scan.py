@@ -3,6 +3,21 @@
 Two kernels, one algorithm each, parameterized by constexprs (combine function, identity,
 accumulator type, direction, exclusive, 64-bit indexing, tile shape):
 
+Tuple state: every scan runs a *state* of one or more components, one per input tensor (the
+cumulative sum is the one-component case; ``tritonml.associative_scan`` passes several). Pointers,
+strides, identities, accumulator types, negative-view flags and look-back workspaces are tuples
+with one entry per component, so one kernel serves every arity; the arity and the dtypes are
+specializations, the sizes are not. Two forms of one combine function are constexprs:
+``COMBINE(a, b)`` takes and returns state tuples (carries, tile totals), ``SCAN_COMBINE`` takes
+the 2 * N scalars ``tl.associative_scan`` hands to a combine (for the built-in sum and product it
+is Triton's own combine object, which the interpreter runs through numpy).
+
+FLAGGED: a combine without an identity. The state then carries one more component, an int1
+"holds elements" flag: padding lanes and the empty starting tally have it clear, and the combine
+(tritonml/ops/_state_combine.py) returns the other operand where one side is clear, so padding
+never reaches the user's function's results. Published look-back vectors always hold elements
+(every tile has at least one), so only the data components have workspaces.
+
 - ``scan_tiled_kernel`` (regimes "rows" and "columns"): each program owns one tile column of an
   independent scan, ``[BLOCK_AXIS, BLOCK_INNER]`` at a time, and walks the axis carrying the tally.
   With a contiguous axis the launcher picks a tall tile (many axis elements, few rows); with a
@@ -33,7 +48,7 @@ import triton
 import triton.language as tl
 
 from .combine import scan_along
-from .indexing import chain_offsets, chain_position, unflatten_offsets
+from .indexing import chain_position, outer_index, strided_offset
 
 # Tile states in the look-back kernel's status words.
 STATE_EMPTY = tl.constexpr(0)      # nothing published yet (the workspace starts zeroed)
@@ -42,15 +57,50 @@ STATE_PREFIX = tl.constexpr(2)     # the inclusive prefix (everything up to and 
 
 
 @triton.jit
-def _scan_tile(x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride,
-               COMBINE: tl.constexpr, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
+def _chain_bases(chain, inner_len, outer_sizes, outer_strides, inner_strides,
+                 INDEX_64: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """Each tensor's base offsets [1, BLOCK_INNER] for a chain (one tuple entry per component)
+    and the inner mask. The outer index is decomposed once for every tensor."""
+    outer_idx, inner_idx, inner_mask = chain_position(chain, inner_len, INDEX_64, BLOCK_INNER)
+    index = outer_index(outer_idx, outer_sizes)
+    bases = ()
+    for c in tl.static_range(len(inner_strides)):
+        bases = bases + (strided_offset(index, outer_strides[c]) + inner_idx * inner_strides[c],)
+    return bases, inner_mask
+
+
+@triton.jit
+def _load_state(x_ptrs, x_offs, positions, x_axis_strides, mask,
+                IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr, NEGATE_X: tl.constexpr,
+                FLAGGED: tl.constexpr):
+    """The state of the elements at ``positions`` (masked lanes: the identity; FLAGGED: the flag
+    component says which lanes hold an element)."""
+    state = ()
+    for c in tl.static_range(len(x_ptrs)):
+        values = tl.load(x_ptrs[c] + x_offs[c] + positions * x_axis_strides[c],
+                         mask=mask).to(ACC_DTYPE[c])
+        if NEGATE_X[c]:
+            values = -values
+        # The identity is filled in after the conversion, not through ``other=``: the interpreter
+        # turns ``other=1`` for a bfloat16 load into the bit pattern 1 (a denormal), not the value 1.
+        state = state + (tl.where(mask, values, tl.full(values.shape, IDENTITY[c], ACC_DTYPE[c])),)
+    if FLAGGED:
+        state = state + (mask,)
+    return state
+
+
+@triton.jit
+def _scan_tile(x_ptrs, x_offs, inner_mask, tile, axis_len, x_axis_strides,
+               COMBINE: tl.constexpr, SCAN_COMBINE: tl.constexpr, IDENTITY: tl.constexpr,
+               ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr,
                REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
                INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
     """Load and scan one tile: axis positions [tile * BLOCK_AXIS, (tile + 1) * BLOCK_AXIS).
 
-    Returns (partial, total, positions, mask): the in-tile inclusive or exclusive scan
-    [BLOCK_AXIS, BLOCK_INNER], the combine of the whole tile [1, BLOCK_INNER], the tile's axis
-    positions [BLOCK_AXIS, 1] and its valid-element mask [BLOCK_AXIS, BLOCK_INNER].
+    Returns (partial, total, positions, mask): the in-tile inclusive or exclusive scan, a state of
+    [BLOCK_AXIS, BLOCK_INNER] components, the combine of the whole tile (components
+    [1, BLOCK_INNER]), the tile's axis positions [BLOCK_AXIS, 1] and its valid-element mask
+    [BLOCK_AXIS, BLOCK_INNER].
 
     Exclusive: the loaded window is the tile's own elements shifted by one along the traversal
     (position p reads p - 1 forward, p + 1 reverse; the row where traversal starts reads the
@@ -59,7 +109,8 @@ def _scan_tile(x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride,
     to complete the tile's total. Every element is read once, only by its own tile, so in-place
     execution is safe, and no value is subtracted or divided out.
 
-    NEGATE_X: x is a torch view with the negative bit set (memory holds the negated values).
+    NEGATE_X: per component, x is a torch view with the negative bit set (memory holds the
+    negated values).
     """
     tile_start = tile * BLOCK_AXIS
     positions = tile_start + tl.arange(0, BLOCK_AXIS)[:, None]            # [BLOCK_AXIS, 1]
@@ -79,104 +130,123 @@ def _scan_tile(x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride,
     else:
         window = positions
         window_mask = mask
-    values = tl.load(x_ptr + x_offs + window * x_axis_stride, mask=window_mask).to(ACC_DTYPE)
-    if NEGATE_X:
-        values = -values
-    # The identity is filled in after the conversion, not through ``other=``: the interpreter
-    # turns ``other=1`` for a bfloat16 load into the bit pattern 1 (a denormal), not the value 1.
-    values = tl.where(window_mask, values, tl.full(values.shape, IDENTITY, ACC_DTYPE))
-    partial = scan_along(values, 0, COMBINE, reverse=REVERSE)
-    total = tl.gather(partial, tl.full([1, BLOCK_INNER], end_row, tl.int32), 0)
+    values = _load_state(x_ptrs, x_offs, window, x_axis_strides, window_mask, IDENTITY, ACC_DTYPE,
+                         NEGATE_X, FLAGGED)
+    partial = scan_along(values, 0, SCAN_COMBINE, reverse=REVERSE)
+    end_rows = tl.full([1, BLOCK_INNER], end_row, tl.int32)
+    total = ()
+    for c in tl.static_range(len(partial)):
+        total = total + (tl.gather(partial[c], end_rows, 0),)
     if EXCLUSIVE:
         last = tile_start + end_row + tl.arange(0, 1)[:, None]           # [1, 1]
         if INDEX_64:
             last = last.to(tl.int64)
         last_mask = (last < axis_len) & inner_mask                       # [1, BLOCK_INNER]
-        last_values = tl.load(x_ptr + x_offs + last * x_axis_stride, mask=last_mask).to(ACC_DTYPE)
-        if NEGATE_X:
-            last_values = -last_values
-        total = COMBINE(total, tl.where(last_mask, last_values,
-                                        tl.full(last_values.shape, IDENTITY, ACC_DTYPE)))
+        total = COMBINE(total, _load_state(x_ptrs, x_offs, last, x_axis_strides, last_mask,
+                                           IDENTITY, ACC_DTYPE, NEGATE_X, FLAGGED))
     return partial, total, positions, mask
 
 
 @triton.jit
-def _first_carry(init_ptr, chain, inner_len, outer_sizes, init_inner_stride, init_outer_strides,
-                 IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr, HAS_INITIAL: tl.constexpr,
-                 NEGATE_INIT: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_INNER: tl.constexpr):
-    """The tally a chain starts from, [1, BLOCK_INNER] in ACC_DTYPE: its slice of ``initial``
-    (HAS_INITIAL; NEGATE_INIT: a negative view) or the identity."""
-    carry = tl.full([1, BLOCK_INNER], IDENTITY, ACC_DTYPE)
+def _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides, init_outer_strides,
+                 IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr,
+                 HAS_INITIAL: tl.constexpr, NEGATE_INIT: tl.constexpr, INDEX_64: tl.constexpr,
+                 BLOCK_INNER: tl.constexpr):
+    """The tally a chain starts from, components [1, BLOCK_INNER]: its slice of ``initial``
+    (HAS_INITIAL; NEGATE_INIT: per component, a negative view) or the identity (FLAGGED: an empty
+    tally, flag clear)."""
     if HAS_INITIAL:
-        outer_idx, inner_idx, inner_mask = chain_position(chain, inner_len, INDEX_64, BLOCK_INNER)
-        base, _ = unflatten_offsets(outer_idx, outer_sizes, init_outer_strides, init_outer_strides)
-        values = tl.load(init_ptr + base + inner_idx * init_inner_stride,
-                         mask=inner_mask).to(ACC_DTYPE)
-        if NEGATE_INIT:
-            values = -values
-        carry = tl.where(inner_mask, values, carry)
+        bases, inner_mask = _chain_bases(chain, inner_len, outer_sizes, init_outer_strides,
+                                         init_inner_strides, INDEX_64, BLOCK_INNER)
+        carry = _load_state(init_ptrs, bases, 0, init_inner_strides, inner_mask, IDENTITY,
+                            ACC_DTYPE, NEGATE_INIT, FLAGGED)
+    else:
+        carry = ()
+        for c in tl.static_range(len(init_ptrs)):
+            carry = carry + (tl.full([1, BLOCK_INNER], IDENTITY[c], ACC_DTYPE[c]),)
+        if FLAGGED:
+            carry = carry + (tl.full([1, BLOCK_INNER], 0, tl.int1),)
     return carry
 
 
 @triton.jit
+def _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, state,
+                 NEGATE_OUT: tl.constexpr):
+    for c in tl.static_range(len(out_ptrs)):
+        values = state[c]
+        if NEGATE_OUT[c]:
+            values = -values
+        tl.store(out_ptrs[c] + out_offs[c] + positions * out_axis_strides[c],
+                 values.to(out_ptrs[c].dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def scan_tiled_kernel(
-    # pointers
-    x_ptr, out_ptr, init_ptr,
-    # layout (tritonml._layout.AxisLayout.kernel_args): lengths, then each tensor's strides in
-    # elements; the outer tuples have one entry per outer dim, outermost first
+    # pointers: one tuple entry per state component
+    x_ptrs, out_ptrs, init_ptrs,
+    # layout (tritonml.ops.scan.layout_args): lengths, then each tensor's strides in elements,
+    # one tuple entry per component; the outer tuples have one entry per outer dim, outermost first
     axis_len, inner_len, outer_sizes,
-    x_axis_stride, x_inner_stride, x_outer_strides,
-    out_axis_stride, out_inner_stride, out_outer_strides,
-    init_inner_stride, init_outer_strides,
-    # meta-parameters
-    COMBINE: tl.constexpr, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
+    x_axis_strides, x_inner_strides, x_outer_strides,
+    out_axis_strides, out_inner_strides, out_outer_strides,
+    init_inner_strides, init_outer_strides,
+    # meta-parameters (IDENTITY, ACC_DTYPE, NEGATE_*: one entry per component)
+    COMBINE: tl.constexpr, SCAN_COMBINE: tl.constexpr, IDENTITY: tl.constexpr,
+    ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr,
     REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
     NEGATE_OUT: tl.constexpr, HAS_INITIAL: tl.constexpr, NEGATE_INIT: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
 ):
     """One program per (outer index, block of BLOCK_INNER inner positions); grid = outer_len *
     cdiv(inner_len, BLOCK_INNER). The program walks the whole axis in [BLOCK_AXIS, BLOCK_INNER]
-    tiles, carrying a [1, BLOCK_INNER] tally in ACC_DTYPE.
+    tiles, carrying a [1, BLOCK_INNER] tally per component.
     """
     chain = tl.program_id(0)
-    x_offs, out_offs, inner_mask = chain_offsets(
-        chain, inner_len, outer_sizes, x_outer_strides, out_outer_strides, x_inner_stride,
-        out_inner_stride, INDEX_64, BLOCK_INNER)
+    x_offs, inner_mask = _chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
+                                      x_inner_strides, INDEX_64, BLOCK_INNER)
+    out_offs, _ = _chain_bases(chain, inner_len, outer_sizes, out_outer_strides,
+                               out_inner_strides, INDEX_64, BLOCK_INNER)
     n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)
     # tally of the tiles already traversed, starting from the initial
-    carry = _first_carry(init_ptr, chain, inner_len, outer_sizes, init_inner_stride,
-                         init_outer_strides, IDENTITY, ACC_DTYPE, HAS_INITIAL, NEGATE_INIT,
-                         INDEX_64, BLOCK_INNER)
+    carry = _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
+                         init_outer_strides, IDENTITY, ACC_DTYPE, FLAGGED, HAS_INITIAL,
+                         NEGATE_INIT, INDEX_64, BLOCK_INNER)
     for step in range(0, n_tiles):
         if REVERSE:
             tile = n_tiles - 1 - step
         else:
             tile = step
         partial, total, positions, mask = _scan_tile(
-            x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride, COMBINE, IDENTITY, ACC_DTYPE,
-            REVERSE, EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS, BLOCK_INNER)
-        results = COMBINE(carry, partial)
+            x_ptrs, x_offs, inner_mask, tile, axis_len, x_axis_strides, COMBINE, SCAN_COMBINE,
+            IDENTITY, ACC_DTYPE, FLAGGED, REVERSE, EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS,
+            BLOCK_INNER)
+        _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask,
+                     COMBINE(carry, partial), NEGATE_OUT)
         carry = COMBINE(carry, total)
-        if NEGATE_OUT:
-            results = -results
-        tl.store(out_ptr + out_offs + positions * out_axis_stride,
-                 results.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
-def _publish(values_ptr, status_ptr, slot, values, state, BLOCK_INNER: tl.constexpr):
-    """Write a tile's [1, BLOCK_INNER] values to its slot, then flip its state with release order."""
-    tl.store(values_ptr + slot * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :], values)
+def _publish(values_ptrs, status_ptr, slot, values, state, BLOCK_INNER: tl.constexpr):
+    """Write a tile's [1, BLOCK_INNER] components to their slots (the workspaces: one per data
+    component; a FLAGGED state's flag is not stored, see the module docstring), then flip its
+    state with release order."""
+    for c in tl.static_range(len(values_ptrs)):
+        tl.store(values_ptrs[c] + slot * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :], values[c])
     # Every thread's store must be ordered before the one thread that performs the release.
     tl.debug_barrier()
     tl.atomic_xchg(status_ptr + 1 + slot, state, sem="release", scope="gpu")
 
 
 @triton.jit
-def _read_published(values_ptr, slot, BLOCK_INNER: tl.constexpr):
-    # .cg: read from L2, where the publishing program's writes are, not from a stale L1 line.
-    return tl.load(values_ptr + slot * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :],
-                   cache_modifier=".cg")
+def _read_published(values_ptrs, slot, FLAGGED: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    state = ()
+    for c in tl.static_range(len(values_ptrs)):
+        # .cg: read from L2, where the publishing program's writes are, not from a stale L1 line.
+        state = state + (tl.load(values_ptrs[c] + slot * BLOCK_INNER
+                                 + tl.arange(0, BLOCK_INNER)[None, :], cache_modifier=".cg"),)
+    if FLAGGED:
+        state = state + (tl.full([1, BLOCK_INNER], 1, tl.int1),)  # every tile holds elements
+    return state
 
 
 @triton.jit
@@ -188,20 +258,22 @@ def _wait_for_state(status_ptr, slot):
 
 
 # Its layout and meta-parameters mirror scan_tiled_kernel's on purpose: the launcher passes both
-# the same ``AxisLayout.kernel_args()`` and meta dict, and a kernel's parameter list cannot be shared.
+# the same layout arguments and meta dict, and a kernel's parameter list cannot be shared.
 @triton.jit
 def scan_lookback_kernel(
-    # pointers: data, then the zeroed status words ([0] is the ticket counter, [1 + slot] the
-    # state of each tile) and the per-tile aggregate and inclusive-prefix vectors
-    x_ptr, out_ptr, init_ptr, status_ptr, aggregate_ptr, prefix_ptr,
-    # layout (tritonml._layout.AxisLayout.kernel_args): lengths, then each tensor's strides in
-    # elements; the outer tuples have one entry per outer dim, outermost first
+    # pointers: data (one tuple entry per state component), then the zeroed status words ([0] is
+    # the ticket counter, [1 + slot] the state of each tile) and the per-tile aggregate and
+    # inclusive-prefix vectors (one workspace per data component)
+    x_ptrs, out_ptrs, init_ptrs, status_ptr, aggregate_ptrs, prefix_ptrs,
+    # layout (tritonml.ops.scan.layout_args): lengths, then each tensor's strides in elements,
+    # one tuple entry per component; the outer tuples have one entry per outer dim, outermost first
     axis_len, inner_len, outer_sizes,
-    x_axis_stride, x_inner_stride, x_outer_strides,
-    out_axis_stride, out_inner_stride, out_outer_strides,
-    init_inner_stride, init_outer_strides,
-    # meta-parameters
-    COMBINE: tl.constexpr, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
+    x_axis_strides, x_inner_strides, x_outer_strides,
+    out_axis_strides, out_inner_strides, out_outer_strides,
+    init_inner_strides, init_outer_strides,
+    # meta-parameters (IDENTITY, ACC_DTYPE, NEGATE_*: one entry per component)
+    COMBINE: tl.constexpr, SCAN_COMBINE: tl.constexpr, IDENTITY: tl.constexpr,
+    ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr,
     REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
     NEGATE_OUT: tl.constexpr, HAS_INITIAL: tl.constexpr, NEGATE_INIT: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr, PREFIX_EVERY: tl.constexpr,
@@ -224,22 +296,24 @@ def scan_lookback_kernel(
         tile = n_tiles - 1 - step
     else:
         tile = step
-    x_offs, out_offs, inner_mask = chain_offsets(
-        chain, inner_len, outer_sizes, x_outer_strides, out_outer_strides, x_inner_stride,
-        out_inner_stride, INDEX_64, BLOCK_INNER)
+    x_offs, inner_mask = _chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
+                                      x_inner_strides, INDEX_64, BLOCK_INNER)
+    out_offs, _ = _chain_bases(chain, inner_len, outer_sizes, out_outer_strides,
+                               out_inner_strides, INDEX_64, BLOCK_INNER)
     partial, total, positions, mask = _scan_tile(
-        x_ptr, x_offs, inner_mask, tile, axis_len, x_axis_stride, COMBINE, IDENTITY, ACC_DTYPE,
-        REVERSE, EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS, BLOCK_INNER)
+        x_ptrs, x_offs, inner_mask, tile, axis_len, x_axis_strides, COMBINE, SCAN_COMBINE,
+        IDENTITY, ACC_DTYPE, FLAGGED, REVERSE, EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS,
+        BLOCK_INNER)
 
     if step == 0:
         # The first tile in traversal order starts from the initial, so every published prefix
         # (and every tally folded from one) includes it.
-        carry = _first_carry(init_ptr, chain, inner_len, outer_sizes, init_inner_stride,
-                             init_outer_strides, IDENTITY, ACC_DTYPE, HAS_INITIAL, NEGATE_INIT,
-                             INDEX_64, BLOCK_INNER)
-        _publish(prefix_ptr, status_ptr, ticket, COMBINE(carry, total), STATE_PREFIX, BLOCK_INNER)
+        carry = _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
+                             init_outer_strides, IDENTITY, ACC_DTYPE, FLAGGED, HAS_INITIAL,
+                             NEGATE_INIT, INDEX_64, BLOCK_INNER)
+        _publish(prefix_ptrs, status_ptr, ticket, COMBINE(carry, total), STATE_PREFIX, BLOCK_INNER)
     else:
-        _publish(aggregate_ptr, status_ptr, ticket, total, STATE_AGGREGATE, BLOCK_INNER)
+        _publish(aggregate_ptrs, status_ptr, ticket, total, STATE_AGGREGATE, BLOCK_INNER)
         # Walk back to the nearest published prefix...
         found = ticket - 1
         state = _wait_for_state(status_ptr, found)
@@ -248,14 +322,11 @@ def scan_lookback_kernel(
             state = _wait_for_state(status_ptr, found)
         # ...then fold the aggregates after it forward, in traversal order: the same left fold
         # the tiled kernel computes, whichever prefix was found.
-        carry = _read_published(prefix_ptr, found, BLOCK_INNER)
+        carry = _read_published(prefix_ptrs, found, FLAGGED, BLOCK_INNER)
         for slot in range(found + 1, ticket):
-            carry = COMBINE(carry, _read_published(aggregate_ptr, slot, BLOCK_INNER))
+            carry = COMBINE(carry, _read_published(aggregate_ptrs, slot, FLAGGED, BLOCK_INNER))
         if step % PREFIX_EVERY == 0:
-            _publish(prefix_ptr, status_ptr, ticket, COMBINE(carry, total), STATE_PREFIX,
+            _publish(prefix_ptrs, status_ptr, ticket, COMBINE(carry, total), STATE_PREFIX,
                      BLOCK_INNER)
-    results = COMBINE(carry, partial)
-    if NEGATE_OUT:
-        results = -results
-    tl.store(out_ptr + out_offs + positions * out_axis_stride,
-             results.to(out_ptr.dtype.element_ty), mask=mask)
+    _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, COMBINE(carry, partial),
+                 NEGATE_OUT)

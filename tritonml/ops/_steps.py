@@ -28,7 +28,8 @@ class Workspace:
 
 @dataclass(frozen=True)
 class Step:
-    """One launch: ``kernel[grid](*tensors, *tail, **meta)`` with ``tensors`` taken from slots."""
+    """One launch: ``kernel[grid](*tensors, *tail, **meta)`` with ``tensors`` taken from slots (a
+    tuple of slots passes a tuple of tensors: the scan kernels' per-component pointers)."""
     slots: tuple
     launch: PreparedLaunch
 
@@ -46,7 +47,9 @@ class Work:
             make = torch.zeros if space.zeroed else torch.empty
             tensors.append(make(space.numel, dtype=space.dtype, device=x.device))
         for step in self.steps:
-            _trace.launch_prepared(step.launch, [tensors[slot] for slot in step.slots])
+            _trace.launch_prepared(step.launch, [
+                tensors[slot] if isinstance(slot, int) else tuple(tensors[s] for s in slot)
+                for slot in step.slots])
 
 
 def step(kernel, grid, slots, tail, meta) -> Step:

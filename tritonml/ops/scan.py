@@ -11,7 +11,7 @@ from tritonml_autotune import devices, select
 from .. import _checks, _layout, _plan
 from .._config import ScanConfig
 from .._dtypes import ACC_DTYPE, ACC_TORCH_DTYPE
-from . import _scratch, _steps
+from . import _scratch, _state_combine, _steps
 from ..kernels import combine as _combine
 from ..kernels.scan import scan_lookback_kernel, scan_tiled_kernel
 
@@ -23,6 +23,17 @@ class ScanCombine:
     name: str
     fn: object
     identity: int
+
+
+    def forms(self) -> tuple:
+        """``(COMBINE, SCAN_COMBINE)``: the state and flat forms the kernels take
+        (tritonml/kernels/scan.py). Sum and product keep Triton's own combine objects as their
+        flat form, which the interpreter runs through numpy."""
+        if self.fn is _combine.add:
+            return _combine.add_state, _combine.add
+        if self.fn is _combine.mul:
+            return _combine.mul_state, _combine.mul
+        return _state_combine.scalar_adapter(self.fn), self.fn
 
 
 SUM = ScanCombine("sum", _combine.add, 0)
@@ -170,23 +181,293 @@ def scan_work(layout, combine: ScanCombine, dtype: torch.dtype, negate_x: bool, 
     """The workspaces and launch ``launch_scan`` runs, for x of ``dtype``; ``negate_x`` /
     ``negate_out`` / ``negate_init``: x / out / initial is a torch view with the negative bit (the
     memory holds the negated values). The launch reads the initial from tensor slot 2 (``Work.run``
-    gets it, or x as an unread placeholder without ``has_initial``)."""
+    gets it, or x as an unread placeholder without ``has_initial``): the one-component case of
+    ``state_work``."""
+    combine_fn, scan_fn = combine.forms()
+    return state_work((layout,), combine_fn, scan_fn, (combine.identity,), (ACC_DTYPE[dtype],),
+                      (ACC_TORCH_DTYPE[dtype],), (negate_x,), (negate_out,), (negate_init,),
+                      reverse=reverse, exclusive=exclusive, config=config,
+                      has_initial=has_initial)
+
+
+def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], acc_dtypes: tuple,
+               acc_torch_dtypes: tuple, negate_x: tuple, negate_out: tuple, negate_init: tuple, *,
+               reverse: bool, exclusive: bool, config: ScanConfig,
+               has_initial: bool = False) -> _steps.Work:
+    """The work of a scan of a state of k = ``len(layouts)`` components (one ``AxisLayout`` per
+    component, all of one shape: ``state_layouts``). ``combine_fn``/``scan_fn``: the kernels'
+    ``COMBINE``/``SCAN_COMBINE``; ``identity`` (one value per component) or None: the state is
+    FLAGGED (tritonml/kernels/scan.py); ``acc_dtypes``: each component's accumulation type (Triton
+    and torch); ``negate_*``: per component, a negative-bit view.
+
+    Tensor slots (``Work.run(xs[0], outs[0], (*xs[1:], *outs[1:], *initials))``): x_i is 0, 2,
+    ..., k; out_i 1, k + 1, ..., 2k - 1; initial_i 2k + i (x_i stands in without one); then the
+    look-back's status words and its k aggregate and k prefix workspaces."""
+    k = len(layouts)
+    layout = layouts[0]
     chains = layout.chains(config.block_inner)
     tiles = chains * -(-layout.axis_len // config.block_axis)
     workspace_slots = tiles * config.block_inner if config.regime == "lookback" else 0
-    index_64 = layout.needs_index_64(config.block_axis, config.block_inner, workspace_slots)
-    meta = dict(COMBINE=combine.fn, IDENTITY=combine.identity, ACC_DTYPE=ACC_DTYPE[dtype],
-                REVERSE=reverse, EXCLUSIVE=exclusive, NEGATE_X=negate_x, NEGATE_OUT=negate_out,
-                HAS_INITIAL=has_initial, NEGATE_INIT=negate_init, INDEX_64=index_64, BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
+    index_64 = any(lay.needs_index_64(config.block_axis, config.block_inner, workspace_slots)
+                   for lay in layouts)
+    flagged = identity is None
+    meta = dict(COMBINE=combine_fn, SCAN_COMBINE=scan_fn,
+                IDENTITY=(0,) * k if flagged else tuple(identity), ACC_DTYPE=tuple(acc_dtypes),
+                FLAGGED=flagged, REVERSE=reverse, EXCLUSIVE=exclusive, NEGATE_X=tuple(negate_x),
+                NEGATE_OUT=tuple(negate_out), HAS_INITIAL=has_initial,
+                NEGATE_INIT=tuple(negate_init), INDEX_64=index_64,
+                BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
                 num_warps=config.num_warps)
+    x_slots = (0, *range(2, k + 1))
+    out_slots = (1, *range(k + 1, 2 * k))
+    init_slots = tuple(range(2 * k, 3 * k))
+    args = layout_args(layouts)
     if config.regime == "lookback":
-        acc_torch = ACC_TORCH_DTYPE[dtype]
+        status = 3 * k
         workspaces = (_steps.Workspace(1 + tiles, torch.int32, zeroed=True),   # status words
-                      _steps.Workspace(tiles * config.block_inner, acc_torch),  # aggregates
-                      _steps.Workspace(tiles * config.block_inner, acc_torch))  # prefixes
-        step = _steps.step(scan_lookback_kernel, (tiles,), (_steps.X, _steps.OUT, 2, 3, 4, 5),
-                           layout.kernel_args(), dict(PREFIX_EVERY=config.prefix_every, **meta))
+                      *(_steps.Workspace(tiles * config.block_inner, acc)      # aggregates
+                        for acc in acc_torch_dtypes),
+                      *(_steps.Workspace(tiles * config.block_inner, acc)      # prefixes
+                        for acc in acc_torch_dtypes))
+        slots = (x_slots, out_slots, init_slots, status, tuple(range(status + 1, status + 1 + k)),
+                 tuple(range(status + 1 + k, status + 1 + 2 * k)))
+        step = _steps.step(scan_lookback_kernel, (tiles,), slots, args,
+                           dict(PREFIX_EVERY=config.prefix_every, **meta))
         return _steps.Work(workspaces, (step,))
-    step = _steps.step(scan_tiled_kernel, (chains,), (_steps.X, _steps.OUT, 2), layout.kernel_args(),
-                       meta)
+    step = _steps.step(scan_tiled_kernel, (chains,), (x_slots, out_slots, init_slots), args, meta)
     return _steps.Work((), (step,))
+
+
+def layout_args(layouts: tuple) -> tuple:
+    """The scan kernels' layout arguments for one ``AxisLayout`` per component: the shared sizes,
+    then each stride as a tuple with one entry per component."""
+    first = layouts[0]
+
+    def each(name):
+        return tuple(getattr(lay, name) for lay in layouts)
+    return (first.axis_len, first.inner_len, first.outer_sizes,
+            each("x_axis_stride"), each("x_inner_stride"), each("x_outer_strides"),
+            each("out_axis_stride"), each("out_inner_stride"), each("out_outer_strides"),
+            each("init_inner_stride"), each("init_outer_strides"))
+
+
+def state_layouts(shape, x_strides: tuple, out_strides: tuple, axis: int,
+                  init_strides: Optional[tuple] = None) -> tuple:
+    """One ``AxisLayout`` per component (``x_strides[i]``, ``out_strides[i]``, ``init_strides[i]``:
+    component i's tensors), all over the same outer dims x axis x inner: a dim merges with its
+    neighbour only where it does in every tensor. One component: ``_layout.axis_layout`` itself."""
+    if len(x_strides) == 1:
+        return (_layout.axis_layout(shape, x_strides[0], out_strides[0], axis,
+                                    init_strides[0] if init_strides is not None else None),)
+    k = len(x_strides)
+    if len(shape) == 0:
+        shape, axis = (1,), 0
+        x_strides, out_strides = ((1,),) * k, ((1,),) * k
+        init_strides = ((),) * k if init_strides is not None else None
+    others = [i for i in range(len(shape)) if i != axis]
+    columns = {}
+    for j, i in enumerate(others):
+        cols = tuple(st[i] for st in x_strides) + tuple(st[i] for st in out_strides)
+        if init_strides is not None:
+            cols += tuple(st[j] for st in init_strides)
+        columns[i] = cols
+    dims = _layout.merge_dims([(shape[i], columns[i]) for i in others])
+    width = 3 * k if init_strides is not None else 2 * k
+    inner_len, inner_columns = dims[-1] if dims else (1, (0,) * width)
+    outer = dims[:-1]
+    axis_len = shape[axis]
+    pad = _layout._pad
+    layouts = []
+    for c in range(k):
+        extra = {}
+        if init_strides is not None:
+            col = 2 * k + c
+            extra = dict(init_inner_stride=inner_columns[col],
+                         init_outer_strides=pad((d[1][col] for d in outer), _layout.MAX_OUTER_DIMS, 0),
+                         init_last=_layout.last_offset([shape[i] for i in others], init_strides[c]))
+        layouts.append(_layout.AxisLayout(
+            axis_len=axis_len, inner_len=inner_len,
+            outer_sizes=pad((d[0] for d in outer), _layout.MAX_OUTER_DIMS, 1),
+            x_axis_stride=x_strides[c][axis] if axis_len > 1 else 0,
+            x_inner_stride=inner_columns[c],
+            x_outer_strides=pad((d[1][c] for d in outer), _layout.MAX_OUTER_DIMS, 0),
+            out_axis_stride=out_strides[c][axis] if axis_len > 1 else 0,
+            out_inner_stride=inner_columns[k + c],
+            out_outer_strides=pad((d[1][k + c] for d in outer), _layout.MAX_OUTER_DIMS, 0),
+            x_last=_layout.last_offset(shape, x_strides[c]),
+            out_last=_layout.last_offset(shape, out_strides[c]), **extra))
+    return tuple(layouts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tuple-state scans with a user's combine function (tritonml.associative_scan, docs/dsl.md)
+# ---------------------------------------------------------------------------------------------
+def _as_tensors(name: str, value, arity: Optional[int]) -> tuple:
+    """A tensor or a tuple/list of tensors as a tuple (``arity``: the length it must have)."""
+    if isinstance(value, torch.Tensor):
+        values = (value,)
+    elif isinstance(value, (tuple, list)):
+        values = tuple(value)
+    else:
+        raise TypeError(f"{name}: expected a torch.Tensor or a tuple of tensors, got "
+                        f"{_checks._type_name(value)}")
+    if arity is not None and len(values) != arity:
+        raise ValueError(f"{name}: has {len(values)} tensor(s) but xs has {arity}; pass one per "
+                         "tensor of xs")
+    for i, t in enumerate(values):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name}[{i}]: expected a torch.Tensor, got {_checks._type_name(t)}")
+    return values
+
+
+def _check_combine_fn(combine_fn, arity: int) -> None:
+    """``combine_fn``: a ``@triton.jit`` function of two states returning a state of ``arity``
+    values. Checked from its signature and, where its ``return`` statements spell a tuple or
+    plainly a single value, from its source; anything else is checked when it compiles
+    (a ``tl.static_assert`` in the generated adapter, tritonml/ops/_state_combine.py)."""
+    import ast
+    import inspect
+    import textwrap
+
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+    # Under the interpreter, ``@triton.jit`` makes an InterpretedFunction.
+    if not isinstance(combine_fn, (JITFunction, InterpretedFunction)):
+        raise TypeError(f"combine_fn: expected a @triton.jit function, got "
+                        f"{_checks._type_name(combine_fn)}")
+    params = [p for p in inspect.signature(combine_fn.fn).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(params) != 2:
+        raise TypeError(f"combine_fn: takes {len(params)} parameter(s); it must take exactly two "
+                        "states (the earlier and the later operand), each a tuple of "
+                        f"{arity} value(s)")
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(combine_fn.fn)))
+    except (OSError, TypeError, SyntaxError):
+        return
+    body = tree.body[0]
+    stack = list(body.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Return):
+            value = node.value
+            if isinstance(value, (ast.Tuple, ast.List)):
+                if len(value.elts) != arity:
+                    raise ValueError(f"combine_fn: returns {len(value.elts)} value(s); it must "
+                                     f"return a tuple of {arity}, one per tensor of xs")
+            elif value is None or isinstance(value, (ast.BinOp, ast.UnaryOp, ast.Compare,
+                                                     ast.Constant, ast.BoolOp)):
+                raise ValueError(f"combine_fn: returns a single value; it must return a tuple of "
+                                 f"{arity} value(s), one per tensor of xs (e.g. (a[0] + b[0],))")
+        stack.extend(ast.iter_child_nodes(node))
+
+
+def _check_identity(identity, arity: int) -> Optional[tuple]:
+    if identity is None:
+        return None
+    if isinstance(identity, (int, float)) and not isinstance(identity, bool) and arity == 1:
+        identity = (identity,)
+    if not isinstance(identity, (tuple, list)):
+        raise TypeError(f"identity: expected a tuple of {arity} number(s) or None, got "
+                        f"{_checks._type_name(identity)}")
+    if len(identity) != arity:
+        raise ValueError(f"identity: has {len(identity)} value(s) but xs has {arity} tensor(s); "
+                         "give one identity per tensor")
+    for i, value in enumerate(identity):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"identity[{i}]: expected an int or a float, got "
+                            f"{_checks._type_name(value)}")
+    return tuple(identity)
+
+
+def associative_scan_states(combine_fn, xs, axis, *, reverse=False, exclusive=False,
+                            identity=None, initial=None, out=None, config=None):
+    """The launcher of ``tritonml.associative_scan`` (see there and docs/dsl.md): validates every
+    argument before anything is allocated or launched, then runs the scan kernels on a state with
+    one component per tensor of ``xs``. Returns the tuple of outputs."""
+    # --- validate (nothing is launched or written before every check has passed) ---
+    xs = _as_tensors("xs", xs, None)
+    if not xs:
+        raise ValueError("xs: is empty; pass at least one tensor")
+    k = len(xs)
+    for i, x in enumerate(xs):
+        _checks.check_tensor(f"xs[{i}]", x)
+    shape, device = tuple(xs[0].shape), xs[0].device
+    for i, x in enumerate(xs[1:], 1):
+        if tuple(x.shape) != shape:
+            raise ValueError(f"xs[{i}]: shape {tuple(x.shape)} does not match xs[0]'s shape "
+                             f"{shape}; every tensor of xs must have one shape")
+        if x.device != device:
+            raise ValueError(f"xs[{i}]: tensor is on {x.device} but xs[0] is on {device}; "
+                             "tensors must be on the same device")
+    _check_combine_fn(combine_fn, k)
+    axis = _checks.normalize_axis(axis, len(shape))
+    reverse = _checks.check_bool("reverse", reverse)
+    exclusive = _checks.check_bool("exclusive", exclusive)
+    identity = _check_identity(identity, k)
+    if exclusive and identity is None:
+        raise ValueError("identity: an exclusive scan needs the combine's identity (the state "
+                         "its first output holds); pass identity=(one value per tensor of xs)")
+    initials = None
+    if initial is not None:
+        initials = _as_tensors("initial", initial, k)
+        for i, (init, x) in enumerate(zip(initials, xs)):
+            name = f"initial[{i}]"
+            _checks.check_readable(name, init)
+            expected = shape[:axis] + shape[axis + 1:]
+            if tuple(init.shape) != expected:
+                raise ValueError(f"{name}: shape {tuple(init.shape)} does not match xs's shape "
+                                 f"without axis {axis}, {expected}")
+            if init.dtype != x.dtype:
+                raise TypeError(f"{name}: dtype {init.dtype} does not match xs[{i}]'s dtype "
+                                f"{x.dtype}")
+            if init.device != device:
+                raise ValueError(f"{name}: tensor is on {init.device} but xs is on {device}; "
+                                 "tensors must be on the same device")
+    outs = None
+    if out is not None:
+        outs = _as_tensors("out", out, k)
+        for i, (o, x) in enumerate(zip(outs, xs)):
+            name = f"out[{i}]"
+            _checks.check_out(o, x, shape=shape, dtype=x.dtype, name=name, allow_alias_of=x)
+            for j, other in enumerate(xs):
+                if j != i and _checks.overlaps(o, other):
+                    raise ValueError(f"{name}: overlaps xs[{j}]; an output may alias only its own "
+                                     "input (xs[i] for out[i])")
+            for j, other in enumerate(outs[:i]):
+                if _checks.overlaps(o, other):
+                    raise ValueError(f"{name}: overlaps out[{j}]; every output needs its own memory")
+            for j, init in enumerate(initials or ()):
+                if _checks.overlaps(o, init):
+                    raise ValueError(f"{name}: overlaps initial[{j}]; the initial is read while out "
+                                     "is written, so pass an initial that does not overlap out")
+    if config is not None:
+        if not isinstance(config, ScanConfig):
+            raise TypeError(f"config: expected a ScanConfig, got {type(config).__name__}")
+        config.validate()
+
+    # --- outputs, layouts, config ---
+    if outs is None:
+        outs = tuple(torch.empty_like(x, memory_format=torch.preserve_format) for x in xs)
+    if xs[0].numel() == 0:
+        return outs
+    layouts = state_layouts(shape, tuple(x.stride() for x in xs), tuple(o.stride() for o in outs),
+                            axis, tuple(t.stride() for t in initials) if initials else None)
+    if config is None:
+        element_bytes = (sum(x.dtype.itemsize for x in xs),
+                         sum(ACC_TORCH_DTYPE[x.dtype].itemsize for x in xs))
+        name = f"{combine_fn.fn.__module__}.{combine_fn.fn.__qualname__}"
+        config = select.choose_scan(layouts[0], xs[0].dtype, device, name,
+                                    element_bytes=element_bytes).config
+    combine, scan_combine = _state_combine.state_adapters(combine_fn, k, identity is None)
+    work = state_work(layouts, combine, scan_combine, identity,
+                      tuple(ACC_DTYPE[x.dtype] for x in xs),
+                      tuple(ACC_TORCH_DTYPE[x.dtype] for x in xs),
+                      tuple(x.is_neg() for x in xs), tuple(o.is_neg() for o in outs),
+                      tuple(t.is_neg() for t in initials) if initials else (False,) * k,
+                      reverse=reverse, exclusive=exclusive, config=config,
+                      has_initial=initials is not None)
+    work.run(xs[0], outs[0], (*xs[1:], *outs[1:], *(initials if initials else xs)))
+    return outs

@@ -1,0 +1,57 @@
+"""``tritonml.associative_scan``: scans of tuple states with a user's ``@triton.jit`` combine
+function (docs/dsl.md).
+
+A plain Python function, not a torch op: a torch custom op's schema cannot carry a Python function,
+so there is no autograd (outputs never require grad; inputs that do raise), and under
+``torch.compile`` the call is a graph break (``torch.compiler.disable``): it runs eagerly between
+the compiled regions.
+"""
+from __future__ import annotations
+
+import torch
+
+from .ops.scan import associative_scan_states
+
+__all__ = ["associative_scan"]
+
+
+@torch.compiler.disable
+def associative_scan(combine_fn, xs, axis, *, reverse=False, exclusive=False, identity=None,
+                     initial=None, out=None, config=None):
+    """Running ``combine_fn`` of the state ``xs`` along ``axis``.
+
+    ``combine_fn``: a ``@triton.jit`` function ``f(a, b)`` of two states, each a tuple with one
+    value per tensor of ``xs`` (a tuple of one for a single tensor), returning a state of the same
+    length, e.g. ``return (a[0] * b[0], b[0] * a[1] + b[1])``. It must be associative; it need not
+    be commutative: ``a`` is always the earlier operand in traversal order (with ``reverse=True``
+    traversal starts at the end of the axis).
+
+    ``xs``: a tensor or a tuple of tensors of one shape (rank 0 to 8; any dtypes, strides,
+    broadcast views). Each component is computed in its accumulation type (float16/bfloat16 in
+    float32, float32 in float64, integers in 64 bits of their signedness) and stored as its
+    tensor's dtype. Returns a tuple of tensors like ``xs`` (a tensor if ``xs`` is a tensor).
+
+    ``identity``: one value per tensor (the state ``f`` leaves unchanged); required for
+    ``exclusive`` (whose first output is the identity, or ``initial``). Without it, inclusive scans
+    carry a hidden "holds elements" flag so padding never reaches ``combine_fn``'s results.
+    ``initial``: a carry-in state (tensors of ``xs``'s shape without ``axis``, ``xs``'s dtypes),
+    folded in before the first element in traversal order, so scanning in chunks, each chunk's
+    ``initial`` the previous chunk's last inclusive state, equals one scan. ``out``: tensors to
+    write (``out[i]`` may be ``xs[i]`` itself: in place). ``config``: a ``ScanConfig`` instead of
+    the tuned choice.
+    """
+    single = isinstance(xs, torch.Tensor)
+    tensors = (xs,) if single else xs
+    if torch.is_grad_enabled() and isinstance(tensors, (tuple, list)) and any(
+            isinstance(t, torch.Tensor) and t.requires_grad for t in tensors):
+        raise RuntimeError("xs: associative_scan has no autograd (a user's combine function has no "
+                           "derivative rule); pass tensors that do not require grad, e.g. "
+                           "x.detach()")
+    if single and out is not None and isinstance(out, torch.Tensor):
+        out = (out,)
+    if single and isinstance(initial, torch.Tensor):
+        initial = (initial,)
+    results = associative_scan_states(combine_fn, tensors, axis, reverse=reverse,
+                                      exclusive=exclusive, identity=identity, initial=initial,
+                                      out=out, config=config)
+    return results[0] if single else tuple(results)

@@ -1,0 +1,146 @@
+"""The two forms of a combine function the scan kernels take (tritonml/kernels/scan.py), made from
+the function a user writes.
+
+The kernels combine *states*, tuples of components. ``COMBINE(a, b)`` takes two state tuples and
+returns one (carries, tile totals); ``SCAN_COMBINE`` is what ``tl.associative_scan`` calls on a
+tuple of tensors: the 2 * N component scalars, flat. A user writes one function; this module
+generates the other form around it, once per (function, arity, flagged), as ``@triton.jit``
+source (Triton compiles functions from their source, so the adapter's text is registered in
+``linecache``, where ``inspect`` finds it).
+
+- ``state_adapters(fn, arity, flagged)``: ``fn(a, b)`` of two state tuples
+  (``tritonml.associative_scan``). The flat form converts each returned component to its operand's
+  type (the state's accumulation dtype), so a combine whose arithmetic promotes (an int64 index
+  times a float) still scans in fixed types. ``flagged``: the state has one more component, a
+  "holds elements" flag (int1) for scans without an identity; where one operand's flag is clear
+  the result is the other operand, so padding never reaches ``fn``'s results.
+- ``scalar_adapter(fn)``: the state form of a one-component combine written on scalars
+  (``ScanCombine``); its flat form is ``fn`` itself.
+
+Every generated function is an attribute of this module by a name that encodes what it was made
+from (``__getattr__`` rebuilds it on first use), so ``module:qualname`` finds it again by import,
+in another process too (benchmarks/gpu_compile.py describes launches that way).
+"""
+from __future__ import annotations
+
+import importlib
+import linecache
+
+from .. import _backend  # noqa: F401  (interpreted or compiled Triton, before triton is imported)
+
+import triton
+import triton.language as tl
+
+_PREFIX = "tritonml_state_"
+
+
+def _encode(fn) -> str:
+    return f"{fn.fn.__module__}:{fn.fn.__qualname__}".encode().hex()
+
+
+def _decode(text: str):
+    module, qualname = bytes.fromhex(text).decode().split(":")
+    value = importlib.import_module(module)
+    for part in qualname.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _names(arity: int, flagged: bool):
+    a = [f"a{i}" for i in range(arity)]
+    b = [f"b{i}" for i in range(arity)]
+    return a, b
+
+
+def _tuple(items) -> str:
+    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+
+def _source(kind: str, name: str, arity: int, flagged: bool) -> str:
+    a, b = _names(arity, flagged)
+    if kind == "scalar":  # state form of a scalar one-component combine
+        return (f"def {name}(a, b):\n"
+                f"    return (USER(a[0], b[0]).to(a[0].dtype),)\n")
+    if kind == "flat":
+        params = a + (["af"] if flagged else []) + b + (["bf"] if flagged else [])
+        lines = [f"def {name}({', '.join(params)}):",
+                 f"    r = USER({_tuple(a)}, {_tuple(b)})",
+                 f"    tl.static_assert(len(r) == {arity}, \"combine_fn must return a tuple of "
+                 f"{arity} value(s), one per tensor of xs\")"]
+        if flagged:
+            lines.append("    both = af & bf")
+            results = [f"tl.where(both, r[{i}].to({a[i]}.dtype), tl.where(bf, {b[i]}, {a[i]}))"
+                       for i in range(arity)] + ["af | bf"]
+        else:
+            results = [f"r[{i}].to({a[i]}.dtype)" for i in range(arity)]
+        lines.append(f"    return {_tuple(results)}")
+        return "\n".join(lines) + "\n"
+    # kind == "state": the state form, through the flat form
+    width = arity + flagged
+    args = [f"a[{i}]" for i in range(width)] + [f"b[{i}]" for i in range(width)]
+    return f"def {name}(a, b):\n    return FLAT({', '.join(args)})\n"
+
+
+_built: dict = {}   # (user function, kind, arity, flagged) -> the generated @triton.jit function
+_local_names: dict = {}   # user functions that cannot be found by import -> their number
+
+
+def _tag(fn) -> str:
+    """How a generated name refers to its user function: the hex of ``module:qualname`` when
+    import finds it again, else ``L<number>`` (usable in this process only)."""
+    qualname = getattr(fn.fn, "__qualname__", "")
+    if "<locals>" in qualname or "<lambda>" in qualname:
+        return "L" + str(_local_names.setdefault(fn, len(_local_names)))
+    return _encode(fn)
+
+
+def _get(kind: str, fn, arity: int, flagged: bool):
+    key = (fn, kind, arity, flagged)
+    function = _built.get(key)
+    if function is None:
+        function = _built[key] = _build(f"{_PREFIX}{kind}_{arity}_{int(flagged)}_{_tag(fn)}", fn)
+    return function
+
+
+def _build(name: str, user=None):
+    """The generated function ``name`` (``{_PREFIX}{kind}_{arity}_{flagged}_{tag}``) around
+    ``user`` (decoded from the name when not given)."""
+    kind, arity, flagged, tag = name[len(_PREFIX):].split("_")
+    arity, flagged = int(arity), bool(int(flagged))
+    if user is None:
+        if tag.startswith("L"):
+            raise ValueError("the combine function is local to another process")
+        user = _decode(tag)
+    namespace = {"USER": user, "tl": tl, "triton": triton}
+    if kind == "state":
+        namespace["FLAT"] = _get("flat", user, arity, flagged)
+    source = _source(kind, name, arity, flagged)
+    filename = f"<tritonml combine adapter {name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    exec(compile(source, filename, "exec"), namespace)
+    function = namespace[name]
+    function.__module__ = __name__
+    function.__qualname__ = name
+    jitted = triton.jit(function)
+    globals()[name] = jitted
+    return jitted
+
+
+def __getattr__(name: str):
+    if name.startswith(_PREFIX):
+        try:
+            return _build(name)
+        except (ValueError, ImportError, AttributeError) as error:
+            raise AttributeError(f"cannot rebuild the combine adapter {name}: {error}") from None
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def state_adapters(fn, arity: int, flagged: bool):
+    """``(COMBINE, SCAN_COMBINE)`` for the tuple-state combine ``fn`` (a ``@triton.jit`` function)
+    over ``arity`` components, plus the flag component when ``flagged``."""
+    return _get("state", fn, arity, flagged), _get("flat", fn, arity, flagged)
+
+
+def scalar_adapter(fn):
+    """``COMBINE`` for the scalar one-component combine ``fn`` (its ``SCAN_COMBINE`` is ``fn``)."""
+    return _get("scalar", fn, 1, False)
