@@ -9,11 +9,12 @@ from ._reduce_function import ReduceFunction
 from .library.reduce import reduce
 from .library.scan import cumulative_product, cumulative_sum
 from .dsl import associative_scan
+from .library.recurrence import linear_recurrence
 from .routing import disable, enable, use_tritonml
 from . import tuning
 
 __version__ = "0.1.0"
 INTERPRET = _backend.INTERPRET
 
-__all__ = ["cumulative_sum", "cumulative_product", "associative_scan", "reduce", "ReduceFunction", "enable", "disable",
+__all__ = ["cumulative_sum", "cumulative_product", "associative_scan", "linear_recurrence", "reduce", "ReduceFunction", "enable", "disable",
            "use_tritonml", "tuning", "INTERPRET", "__version__"]

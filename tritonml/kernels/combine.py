@@ -35,6 +35,13 @@ def mul_state(a, b):
     return (mul(a[0], b[0]),)
 
 
+@triton.jit
+def compose_affine(earlier, later):
+    """``tritonml.linear_recurrence``'s state: ``(a, b)`` is the affine map h -> a * h + b, and
+    the map of ``earlier`` then ``later`` is h -> a2 * (a1 * h + b1) + b2. Identity (1, 0)."""
+    return earlier[0] * later[0], later[0] * earlier[1] + later[1]
+
+
 # ``scan_along(input, axis, combine_fn, reverse=False)`` and ``reduce_along(input, axis, combine_fn,
 # keep_dims=False)``: ``tl.associative_scan`` and ``tl.reduce`` with ``combine_fn`` taken from a
 # ``tl.constexpr`` parameter (tritonml/_triton_compat.py says why they are shims).

@@ -171,13 +171,17 @@ def _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides, i
 
 @triton.jit
 def _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, state,
-                 NEGATE_OUT: tl.constexpr):
+                 NEGATE_OUT: tl.constexpr, STORE: tl.constexpr):
+    # STORE[c] False: component c is scanned but not written (its out pointer is never used), for
+    # callers that need only some components (tritonml.linear_recurrence keeps h, not the gates'
+    # running product), so they move only the bytes they keep.
     for c in tl.static_range(len(out_ptrs)):
-        values = state[c]
-        if NEGATE_OUT[c]:
-            values = -values
-        tl.store(out_ptrs[c] + out_offs[c] + positions * out_axis_strides[c],
-                 values.to(out_ptrs[c].dtype.element_ty), mask=mask)
+        if STORE[c]:
+            values = state[c]
+            if NEGATE_OUT[c]:
+                values = -values
+            tl.store(out_ptrs[c] + out_offs[c] + positions * out_axis_strides[c],
+                     values.to(out_ptrs[c].dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -194,7 +198,8 @@ def scan_tiled_kernel(
     COMBINE: tl.constexpr, SCAN_COMBINE: tl.constexpr, IDENTITY: tl.constexpr,
     ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr,
     REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
-    NEGATE_OUT: tl.constexpr, HAS_INITIAL: tl.constexpr, NEGATE_INIT: tl.constexpr,
+    NEGATE_OUT: tl.constexpr, STORE: tl.constexpr, HAS_INITIAL: tl.constexpr,
+    NEGATE_INIT: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
 ):
     """One program per (outer index, block of BLOCK_INNER inner positions); grid = outer_len *
@@ -221,7 +226,7 @@ def scan_tiled_kernel(
             IDENTITY, ACC_DTYPE, FLAGGED, REVERSE, EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS,
             BLOCK_INNER)
         _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask,
-                     COMBINE(carry, partial), NEGATE_OUT)
+                     COMBINE(carry, partial), NEGATE_OUT, STORE)
         carry = COMBINE(carry, total)
 
 
@@ -275,7 +280,8 @@ def scan_lookback_kernel(
     COMBINE: tl.constexpr, SCAN_COMBINE: tl.constexpr, IDENTITY: tl.constexpr,
     ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr,
     REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
-    NEGATE_OUT: tl.constexpr, HAS_INITIAL: tl.constexpr, NEGATE_INIT: tl.constexpr,
+    NEGATE_OUT: tl.constexpr, STORE: tl.constexpr, HAS_INITIAL: tl.constexpr,
+    NEGATE_INIT: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr, PREFIX_EVERY: tl.constexpr,
 ):
     """One program per tile; grid = (independent scans) * cdiv(axis_len, BLOCK_AXIS).
@@ -329,4 +335,4 @@ def scan_lookback_kernel(
             _publish(prefix_ptrs, status_ptr, ticket, COMBINE(carry, total), STATE_PREFIX,
                      BLOCK_INNER)
     _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, COMBINE(carry, partial),
-                 NEGATE_OUT)
+                 NEGATE_OUT, STORE)

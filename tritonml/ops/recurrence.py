@@ -12,16 +12,10 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-import triton
-import triton.language as tl
 
 from .. import _checks
-
-
-@triton.jit
-def compose_affine(earlier, later):
-    """The affine map of ``earlier`` then ``later``: h -> a2 * (a1 * h + b1) + b2."""
-    return earlier[0] * later[0], later[0] * earlier[1] + later[1]
+from ..kernels.combine import compose_affine
+from .scan import associative_scan_states
 
 
 def check_recurrence_meta(gates, tokens, axis: int, initial) -> None:
@@ -63,8 +57,7 @@ def recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *, reverse:
 
 
 def _scan_affine(gates, tokens, axis, reverse, initial):
-    from ..library.dsl import associative_scan  # placeholder until the launcher API is merged
-
-    init = None if initial is None else (torch.ones_like(initial), initial)
-    _, h = associative_scan(compose_affine, (gates, tokens), axis, reverse=reverse, initial=init)
+    initials = None if initial is None else (torch.ones_like(initial), initial)
+    _, h = associative_scan_states(compose_affine, (gates, tokens), axis, reverse=reverse,
+                                   identity=(1, 0), initial=initials, store=(False, True))
     return h

@@ -193,12 +193,13 @@ def scan_work(layout, combine: ScanCombine, dtype: torch.dtype, negate_x: bool, 
 def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], acc_dtypes: tuple,
                acc_torch_dtypes: tuple, negate_x: tuple, negate_out: tuple, negate_init: tuple, *,
                reverse: bool, exclusive: bool, config: ScanConfig,
-               has_initial: bool = False) -> _steps.Work:
+               has_initial: bool = False, store: Optional[tuple] = None) -> _steps.Work:
     """The work of a scan of a state of k = ``len(layouts)`` components (one ``AxisLayout`` per
     component, all of one shape: ``state_layouts``). ``combine_fn``/``scan_fn``: the kernels'
     ``COMBINE``/``SCAN_COMBINE``; ``identity`` (one value per component) or None: the state is
     FLAGGED (tritonml/kernels/scan.py); ``acc_dtypes``: each component's accumulation type (Triton
-    and torch); ``negate_*``: per component, a negative-bit view.
+    and torch); ``negate_*``: per component, a negative-bit view; ``store``: per component, whether
+    its output is written (None: all).
 
     Tensor slots (``Work.run(xs[0], outs[0], (*xs[1:], *outs[1:], *initials))``): x_i is 0, 2,
     ..., k; out_i 1, k + 1, ..., 2k - 1; initial_i 2k + i (x_i stands in without one); then the
@@ -214,7 +215,9 @@ def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], a
     meta = dict(COMBINE=combine_fn, SCAN_COMBINE=scan_fn,
                 IDENTITY=(0,) * k if flagged else tuple(identity), ACC_DTYPE=tuple(acc_dtypes),
                 FLAGGED=flagged, REVERSE=reverse, EXCLUSIVE=exclusive, NEGATE_X=tuple(negate_x),
-                NEGATE_OUT=tuple(negate_out), HAS_INITIAL=has_initial,
+                NEGATE_OUT=tuple(negate_out),
+                STORE=tuple(bool(s) for s in store) if store is not None else (True,) * k,
+                HAS_INITIAL=has_initial,
                 NEGATE_INIT=tuple(negate_init), INDEX_64=index_64,
                 BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
                 num_warps=config.num_warps)
@@ -383,10 +386,14 @@ def _check_identity(identity, arity: int) -> Optional[tuple]:
 
 
 def associative_scan_states(combine_fn, xs, axis, *, reverse=False, exclusive=False,
-                            identity=None, initial=None, out=None, config=None):
+                            identity=None, initial=None, out=None, config=None, store=None):
     """The launcher of ``tritonml.associative_scan`` (see there and docs/dsl.md): validates every
     argument before anything is allocated or launched, then runs the scan kernels on a state with
-    one component per tensor of ``xs``. Returns the tuple of outputs."""
+    one component per tensor of ``xs``. Returns the tuple of outputs.
+
+    ``store`` (library-internal, e.g. ``tritonml.linear_recurrence``): one bool per component, or
+    None for all; a component with False is scanned but never written, and its entry in the
+    returned tuple is None (``out`` must then be None)."""
     # --- validate (nothing is launched or written before every check has passed) ---
     xs = _as_tensors("xs", xs, None)
     if not xs:
@@ -448,11 +455,24 @@ def associative_scan_states(combine_fn, xs, axis, *, reverse=False, exclusive=Fa
             raise TypeError(f"config: expected a ScanConfig, got {type(config).__name__}")
         config.validate()
 
+    if store is not None:
+        store = tuple(bool(s) for s in store)
+        if len(store) != k or outs is not None:
+            raise ValueError(f"store: expected {k} flags and no out, got {store!r}")
+
     # --- outputs, layouts, config ---
     if outs is None:
-        outs = tuple(torch.empty_like(x, memory_format=torch.preserve_format) for x in xs)
+        # A component that is not stored gets its input as a stand-in output: its strides make a
+        # valid layout, and the kernel never writes through it.
+        outs = tuple(torch.empty_like(x, memory_format=torch.preserve_format)
+                     if store is None or store[i] else x for i, x in enumerate(xs))
+
+    def returned(outputs):
+        if store is None:
+            return outputs
+        return tuple(o if kept else None for o, kept in zip(outputs, store))
     if xs[0].numel() == 0:
-        return outs
+        return returned(outs)
     layouts = state_layouts(shape, tuple(x.stride() for x in xs), tuple(o.stride() for o in outs),
                             axis, tuple(t.stride() for t in initials) if initials else None)
     if config is None:
@@ -468,6 +488,6 @@ def associative_scan_states(combine_fn, xs, axis, *, reverse=False, exclusive=Fa
                       tuple(x.is_neg() for x in xs), tuple(o.is_neg() for o in outs),
                       tuple(t.is_neg() for t in initials) if initials else (False,) * k,
                       reverse=reverse, exclusive=exclusive, config=config,
-                      has_initial=initials is not None)
+                      has_initial=initials is not None, store=store)
     work.run(xs[0], outs[0], (*xs[1:], *outs[1:], *(initials if initials else xs)))
-    return outs
+    return returned(outs)
