@@ -25,6 +25,7 @@ import torch
 
 import tritonml  # noqa: F401  (first: chooses interpreted Triton before triton is imported)
 import triton
+import triton.language as tl  # noqa: F401  (a @triton.jit function must see triton.language)
 
 from reduce_helpers import FUNCTIONS, assert_matches, bits, expected_tensor, make_input, supported
 from scan_oracle import accumulation_allowance, scan_matches, scan_reference, to_numpy
@@ -315,8 +316,8 @@ def _errors(td, rank, world):
 
 # associative_scan: a first-order linear recurrence h = a * h + b, a combine that does not commute
 @triton.jit
-def _affine(a1, b1, a2, b2):
-    return a1 * a2, b1 * a2 + b2
+def _affine(earlier, later):
+    return earlier[0] * later[0], earlier[1] * later[0] + later[1]
 
 
 def _recurrence(a: np.ndarray, b: np.ndarray, reverse: bool, exclusive: bool, initial=None):
