@@ -433,3 +433,15 @@ def test_tuple_state_accesses_are_vectors(compiled_tuple_scans):
         assert r["max_store_bits"] == widest, (case, r["arch"])
         if not (case["exclusive"] and case["regime"] != "columns"):
             assert r["max_load_bits"] == widest, (case, r["arch"])
+
+
+def test_rank_0_is_a_scan_of_one_element():
+    g, t = torch.tensor(0.5), torch.tensor(2.0)
+    init = (torch.tensor(1.5), torch.tensor(3.0))
+    assert [r.item() for r in tritonml.associative_scan(linear_recurrence, (g, t), 0)] == [0.5, 2.0]
+    expected = linear_py((1.5, 3.0), (0.5, 2.0))
+    result = tritonml.associative_scan(linear_recurrence, (g, t), -1, initial=init)
+    assert [r.item() for r in result] == list(expected)
+    result = tritonml.associative_scan(linear_recurrence, (g, t), 0, exclusive=True,
+                                       identity=(1.0, 0.0), initial=init)
+    assert [r.item() for r in result] == [1.5, 3.0]

@@ -212,6 +212,17 @@ else:
                        _semantic=_semantic, _generator=_generator)
 
 
+def is_jit_function(value) -> bool:
+    """``value`` is a ``@triton.jit`` function: a ``JITFunction``, or under the interpreter the
+    ``InterpretedFunction`` ``triton.jit`` makes there (tritonml.associative_scan's combine_fn).
+    Checked: 3.8.0, 3.9.0 (``triton/runtime/jit.py``, ``triton/runtime/interpreter.py``)."""
+    return isinstance(value, (_JIT_FUNCTION, _INTERPRETED_FUNCTION))
+
+
+_JIT_FUNCTION = _private("triton.runtime.jit.JITFunction")
+_INTERPRETED_FUNCTION = _private("triton.runtime.interpreter.InterpretedFunction")
+
+
 # ---------------------------------------------------------------------------------------------
 # Argument specialization without a GPU (benchmarks/gpu_compile.py)
 # ---------------------------------------------------------------------------------------------

@@ -24,15 +24,16 @@ add = _triton_compat.sum_combine
 mul = _triton_compat.prod_combine
 
 # The scan kernels' state form of the two (tritonml/kernels/scan.py: ``COMBINE`` takes and returns
-# tuples of components); their ``SCAN_COMBINE`` stays ``add``/``mul`` themselves.
+# tuples of components); their ``SCAN_COMBINE`` stays ``add``/``mul`` themselves. Written out
+# rather than calling them: every nested jit call costs the interpreter a language patch.
 @triton.jit
 def add_state(a, b):
-    return (add(a[0], b[0]),)
+    return (a[0] + b[0],)
 
 
 @triton.jit
 def mul_state(a, b):
-    return (mul(a[0], b[0]),)
+    return (a[0] * b[0],)
 
 
 @triton.jit

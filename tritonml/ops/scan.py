@@ -332,10 +332,8 @@ def _check_combine_fn(combine_fn, arity: int) -> None:
     import inspect
     import textwrap
 
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
-    # Under the interpreter, ``@triton.jit`` makes an InterpretedFunction.
-    if not isinstance(combine_fn, (JITFunction, InterpretedFunction)):
+    from .._triton_compat import is_jit_function
+    if not is_jit_function(combine_fn):
         raise TypeError(f"combine_fn: expected a @triton.jit function, got "
                         f"{_checks._type_name(combine_fn)}")
     params = [p for p in inspect.signature(combine_fn.fn).parameters.values()
