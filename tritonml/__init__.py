@@ -18,3 +18,12 @@ INTERPRET = _backend.INTERPRET
 
 __all__ = ["cumulative_sum", "cumulative_product", "associative_scan", "linear_recurrence", "reduce", "ReduceFunction", "enable", "disable",
            "use_tritonml", "tuning", "INTERPRET", "__version__"]
+
+
+def __getattr__(name):
+    # ``tritonml.distributed`` on first use: importing it brings in torch.distributed's machinery,
+    # which ``import tritonml`` alone should not pay for.
+    if name == "distributed":
+        import importlib
+        return importlib.import_module(".distributed", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
