@@ -261,3 +261,30 @@ def test_runs_under_torch_compile_as_a_graph_break():
     want_var, want_mean = _oracle((x * 2).numpy(), (1,), 1)
     _assert_close(var - 1, want_var, 1e-4)
     _assert_close(mean, want_mean, RTOL[torch.float32])
+
+
+# ---------------------------------------------------------------------------------------------
+# Bytes moved (counted in the interpreter by benchmarks/memtrace.py)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape, axes, config", [
+    ((16, 4096), (1,), ReduceConfig("rows", 1024, 4, num_warps=8)),
+    ((512, 256), (0,), ReduceConfig("columns", 16, 256, num_warps=8)),
+    ((2 ** 17,), (0,), ReduceConfig("split", 4096, 1, num_warps=8, splits=16, block_split=16)),
+], ids=["rows", "columns", "split"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_welford_reads_input_once_and_writes_outputs_once(shape, axes, config, dtype):
+    from benchmarks.memtrace import trace_memory
+
+    x = torch.rand(shape, dtype=torch.float64).to(dtype)
+    with trace_memory({"input": x}) as trace:
+        var, mean = tritonml.reduce_with(welford, x, axes, config=config)
+    data = x.numel() * x.element_size()
+    outputs = 2 * var.numel() * var.element_size()
+    assert trace.by_region("input")["load"] == data == trace.distinct_bytes("input", "load")
+    ideal = data + outputs
+    # the split regime's partial states (3 float32 per split and output) are the only extra bytes
+    assert trace.total_bytes <= 1.05 * ideal, trace.total_bytes / ideal
+    assert trace.torch_work == []
+    want_var, want_mean = _oracle(x.double().numpy(), axes, 1)
+    _assert_close(var, want_var, RTOL[dtype] * 10)
+    _assert_close(mean, want_mean, RTOL[dtype])

@@ -27,7 +27,9 @@ import torch
 import triton
 import triton.language as tl
 
+from . import _backend
 from ._dtypes import dtype_name
+from .kernels.combine import merge_along
 from .ops.reduce_with import Reduction
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -56,6 +58,28 @@ def welford_merge(a, b):
     mean = tl.where(a_only, a[1], tl.where(b_only, b[1], mean))
     m2 = tl.where(a_only, a[2], tl.where(b_only, b[2], m2))
     return n, mean, m2
+
+
+@triton.jit
+def _welford_combine(na, ma, qa, nb, mb, qb):
+    """``welford_merge`` on flat components: the combine function of ``tl.reduce``."""
+    return welford_merge((na, ma, qa), (nb, mb, qb))
+
+
+if _backend.INTERPRET:
+    @triton.jit
+    def welford_along(s, merge):
+        """Fold the lanes by halving (``merge_along``): each step one numpy merge of whole tiles
+        (the interpreter would run ``tl.reduce``'s combine element by element in Python)."""
+        return merge_along(s, merge)
+else:
+    @triton.jit
+    def welford_along(s, merge):
+        """Fold the lanes with Triton's reduction tree (shuffles in registers): the halving of
+        ``merge_along`` compiles to layout conversions through local memory. Both trees are fixed
+        (deterministic) but round differently, so the GPU's last bits may differ from the
+        interpreter's."""
+        return tl.reduce((s[0], s[1], s[2]), 0, _welford_combine)
 
 
 @triton.jit
@@ -104,7 +128,7 @@ def _check_float(dtypes):
 def _welford(name, finish):
     return Reduction(name, welford_prepare, welford_merge, finish, identity=(0.0, 0.0, 0.0),
                      state_dtypes=_state_dtypes, output_dtypes=_output_dtypes, inputs=1,
-                     outputs=2, load_dtypes=_load_dtypes,
+                     outputs=2, along=welford_along, load_dtypes=_load_dtypes,
                      check=_check_float)
 
 

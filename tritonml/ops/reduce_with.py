@@ -8,6 +8,7 @@ example, tritonml/reductions.py for Welford's mean and variance written this way
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -101,6 +102,29 @@ class Reduction:
         return sum(d.itemsize for d in self.state_dtypes(dtypes))
 
 
+# The tuner's tiles are sized for the DirectML states, at most 16 bytes per lane (a float64 value
+# and an int64 index). A larger state (Welford over float64: 24 bytes) in the same tile would pass
+# the 255 registers a thread has on sm_80/sm_90 and go to the stack, so its tile shrinks by the
+# same factor (tests/test_reduce_gpu_compile.py compiles what this picks).
+TUNED_STATE_BYTES = 16
+
+
+def fit_tile_to_state(config: ReduceConfig, state_bytes: int) -> ReduceConfig:
+    """``config`` with its tile halved (reduced side first) until tile x state bytes is at most
+    what the tuner planned for: tile x ``TUNED_STATE_BYTES``."""
+    block_axis, block_inner = config.block_axis, config.block_inner
+    tile = block_axis * block_inner
+    while block_axis * block_inner * state_bytes > tile * TUNED_STATE_BYTES and (
+            block_axis > 1 or block_inner > 1):
+        if block_axis > 1:
+            block_axis //= 2
+        else:
+            block_inner //= 2
+    if (block_axis, block_inner) == (config.block_axis, config.block_inner):
+        return config
+    return dataclasses.replace(config, block_axis=block_axis, block_inner=block_inner)
+
+
 @dataclass(frozen=True)
 class _ReduceWithPlan:
     layout: object            # None: an empty result
@@ -190,8 +214,10 @@ def _plan_reduce_with(reduction, xs, axes, keepdims, config) -> _ReduceWithPlan:
         copy_inputs = True
         layout = reduce_layout(shape, dense_strides, out_strides, axes, reduction.uses_index)
     if config is None:
+        state_bytes = reduction.state_bytes(dtypes)
         config = select.choose_reduce(layout, x.dtype, x.device, f"user:{reduction.name}",
-                                      partial_bytes=reduction.state_bytes(dtypes)).config
+                                      partial_bytes=state_bytes).config
+        config = fit_tile_to_state(config, state_bytes)
     work = reduce_work(layout, reduction, dtypes, False, False, config)
     return _ReduceWithPlan(layout, result_shape, output_dtypes, copy_inputs, work)
 
