@@ -198,12 +198,17 @@ DOT = tritonml.Reduction(
 
 
 @pytest.mark.parametrize("regime", ["rows", "split"])
-def test_user_two_input_dot_product(regime):
+@pytest.mark.parametrize("b_strides", ["same", "other"])
+def test_user_two_input_dot_product(regime, b_strides):
     rng = np.random.default_rng(6)
     a = rng.normal(size=(5, 90))
     b = rng.integers(-9, 9, size=(90, 5)).astype(np.int32).T     # another dtype, other strides
-    out = tritonml.reduce_with(DOT, (torch.from_numpy(a), torch.from_numpy(b)), 1,
-                               config=CONFIGS[regime])
+    b_tensor = torch.from_numpy(b)
+    if b_strides == "same":
+        b_tensor = b_tensor.contiguous()
+    # a negative-bit view of -a reads as a
+    a_tensor = torch.from_numpy(-a)._neg_view()
+    out = tritonml.reduce_with(DOT, (a_tensor, b_tensor), 1, config=CONFIGS[regime])
     assert isinstance(out, torch.Tensor) and out.dtype == torch.float64
     np.testing.assert_allclose(out.flatten().numpy(), (a * b).sum(axis=1), rtol=1e-12)
 
@@ -236,6 +241,21 @@ def test_errors_name_the_argument_and_launch_nothing():
             tritonml.Reduction("bad", _dot_prepare, _dot_merge, _dot_finish, identity=0.0,
                                state_dtypes=lambda d: (torch.float32,),
                                output_dtypes=lambda d: (torch.float32,))
+        with pytest.raises(TypeError, match="^merge"):
+            tritonml.Reduction("bad", _dot_prepare, None, _dot_finish, identity=(0.0,),
+                               state_dtypes=lambda d: (torch.float32,),
+                               output_dtypes=lambda d: (torch.float32,))
+        # a state of 2 components (identity) with 1 declared dtype, and 2 outputs declared as 1
+        wrong_state = tritonml.Reduction(
+            "wrong_state", _dot_prepare, _dot_merge, _dot_finish, identity=(0.0, 0.0),
+            state_dtypes=lambda d: (torch.float32,), output_dtypes=lambda d: (torch.float32,))
+        with pytest.raises(ValueError, match="^reduction: wrong_state's state_dtypes gives 1"):
+            tritonml.reduce_with(wrong_state, x, 1)
+        wrong_outputs = tritonml.Reduction(
+            "wrong_outputs", _dot_prepare, _dot_merge, _dot_finish, identity=(0.0,), outputs=2,
+            state_dtypes=lambda d: (torch.float32,), output_dtypes=lambda d: (torch.float32,))
+        with pytest.raises(ValueError, match="^reduction: wrong_outputs's output_dtypes gives 1"):
+            tritonml.reduce_with(wrong_outputs, x, 1)
     assert rec.launches == []
 
 

@@ -72,6 +72,10 @@ class Reduction:
     uses_index: bool = False
 
     def __post_init__(self):
+        for name in ("prepare", "merge", "finish", "state_dtypes", "output_dtypes"):
+            if not callable(getattr(self, name)):
+                raise TypeError(f"{name}: expected a function (prepare, merge, finish: @triton.jit "
+                                f"functions), got {type(getattr(self, name)).__name__}")
         if not isinstance(self.identity, tuple) or not self.identity:
             raise TypeError(f"identity: expected a non-empty tuple (one value per state component), "
                             f"got {self.identity!r}")
@@ -95,6 +99,14 @@ class Reduction:
         if len(state) != len(self.identity):
             raise ValueError(f"reduction: {self.name}'s state_dtypes gives {len(state)} dtypes for "
                              f"a state of {len(self.identity)} components (identity)")
+        if len(load) != len(dtypes):
+            raise ValueError(f"reduction: {self.name}'s load_dtypes gives {len(load)} dtypes for "
+                             f"{len(dtypes)} input(s)")
+        for rule, chosen in (("load_dtypes", load), ("state_dtypes", state)):
+            unknown = [d for d in chosen if d not in TL_DTYPE]
+            if unknown:
+                raise TypeError(f"reduction: {self.name}'s {rule} gives {unknown[0]!r}, which the "
+                                "kernels do not support (use a float or integer torch dtype)")
         return (tuple(TL_DTYPE[d] for d in load), tuple(TL_DTYPE[d] for d in state),
                 tuple(self.identity))
 
