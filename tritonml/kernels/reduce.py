@@ -4,9 +4,9 @@ A reduction is four ``@triton.jit`` functions passed as ``tl.constexpr`` paramet
 "Reductions" part of tritonml/kernels/combine.py): PREPARE turns loaded elements into a state,
 MERGE folds states elementwise, ALONG folds a tile's lanes, FINISH turns a state into the outputs.
 The state is a tuple of any number of components, each with its own dtype (STATE_DTYPES) and
-identity (IDENTITIES); the inputs and the outputs are tuples of pointers (the twelve DirectML
-functions read one input and write one output; ``tritonml.reduce_with`` may read and write
-several, of one shape).
+identity (IDENTITIES). The twelve DirectML functions read one input and write one output, passed as
+single pointers; ``tritonml.reduce_with`` passes tuples of pointers (PTR_TUPLES), for any number
+of inputs and outputs of one shape and one workspace per state component.
 
 The input is viewed (by tritonml/ops/reduce.py) as
 
@@ -66,9 +66,9 @@ def _reduced_offsets(r, red_sizes, x_red_strides, red_weights,
 
 @triton.jit
 def reduce_kernel(
-    # pointers, each a tuple: the inputs, the outputs, and (WRITE_PARTIAL only) one partial-state
-    # workspace per state component
-    x_ptr, out_ptr, state_ptrs,
+    # pointers: the input(s), the output(s), and (WRITE_PARTIAL only) the partial-state
+    # workspace(s); each a tuple with PTR_TUPLES, else one tensor (aux_ptr: state component 1)
+    x_ptr, out_ptr, state_ptr, aux_ptr,
     # sizes: reduced elements in all, per split program
     red_len, split_len,
     # layout (tritonml._layout.ReduceLayout.kernel_args): lengths, then strides in elements; the
@@ -81,6 +81,7 @@ def reduce_kernel(
     # meta-parameters: the reduction, its state, the layout, the tile
     PREPARE: tl.constexpr, MERGE: tl.constexpr, ALONG: tl.constexpr, FINISH: tl.constexpr,
     LOAD_DTYPES: tl.constexpr, STATE_DTYPES: tl.constexpr, IDENTITIES: tl.constexpr,
+    PTR_TUPLES: tl.constexpr,
     NEEDS_INDEX: tl.constexpr, RED_DIMS: tl.constexpr, WRITE_PARTIAL: tl.constexpr,
     NEGATE_X: tl.constexpr, NEGATE_OUT: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
@@ -90,7 +91,12 @@ def reduce_kernel(
     BLOCK_AXIS, or >= red_len with one split).
 
     Writes FINISH(state) to the outputs ([BLOCK_INNER] each), or with WRITE_PARTIAL component i of
-    the folded state to state_ptrs[i] at [(c * splits + s) * BLOCK_INNER + j].
+    the folded state to its workspace at [(c * splits + s) * BLOCK_INNER + j].
+
+    PTR_TUPLES: x_ptr, out_ptr and state_ptr are tuples (one pointer per input, output and state
+    component; ``tritonml.reduce_with``); else single tensors, aux_ptr holding state component 1
+    (the DirectML functions: torch's tracing of Triton kernels, ``wrap_triton``, sees only tensors
+    passed as top-level arguments, so the ops torch.compile traces keep them so).
 
     LOAD_DTYPES[i]: the dtype input i is converted to on load (before PREPARE).
     NEGATE_X / NEGATE_OUT: the inputs / outputs are torch views with the negative bit set (their
@@ -120,7 +126,8 @@ def reduce_kernel(
         mask = (r < r_end) & inner_mask                  # [BLOCK_AXIS, BLOCK_INNER]
         tiles = ()
         for i in tl.static_range(len(LOAD_DTYPES)):
-            tile = tl.load(x_ptr[i] + x_offs + red_offs, mask=mask, other=0).to(LOAD_DTYPES[i])
+            tile = tl.load(_nth(x_ptr, i, PTR_TUPLES) + x_offs + red_offs, mask=mask,
+                           other=0).to(LOAD_DTYPES[i])
             if NEGATE_X:
                 tile = -tile
             tiles = tiles + (tile,)
@@ -135,31 +142,55 @@ def reduce_kernel(
     if WRITE_PARTIAL:
         slot = (chain * tl.num_programs(1) + split) * BLOCK_INNER + lane
         for i in tl.static_range(len(STATE_DTYPES)):
-            tl.store(state_ptrs[i] + slot, state[i].to(STATE_DTYPES[i]), mask=lane_mask)
+            tl.store(_state_nth(state_ptr, aux_ptr, i, PTR_TUPLES) + slot,
+                     state[i].to(STATE_DTYPES[i]), mask=lane_mask)
     else:
         _store_outputs(out_ptr, tl.reshape(out_offs, [BLOCK_INNER]), lane_mask,
-                       FINISH(state, red_len), NEGATE_OUT)
+                       FINISH(state, red_len), NEGATE_OUT, PTR_TUPLES)
 
 
 @triton.jit
-def _store_outputs(out_ptrs, offsets, mask, results, NEGATE_OUT: tl.constexpr):
+def _nth(ptrs, i: tl.constexpr, PTR_TUPLES: tl.constexpr):
+    """Pointer ``i`` of a tuple, or the one pointer."""
+    if PTR_TUPLES:
+        return ptrs[i]
+    else:
+        return ptrs
+
+
+@triton.jit
+def _state_nth(state_ptr, aux_ptr, i: tl.constexpr, PTR_TUPLES: tl.constexpr):
+    """The workspace of state component ``i``."""
+    if PTR_TUPLES:
+        return state_ptr[i]
+    elif i == 0:
+        return state_ptr
+    else:
+        return aux_ptr
+
+
+@triton.jit
+def _store_outputs(out_ptr, offsets, mask, results, NEGATE_OUT: tl.constexpr,
+                   PTR_TUPLES: tl.constexpr):
     """Output i gets ``results[i]`` converted to its element type."""
-    for i in tl.static_range(len(out_ptrs)):
+    for i in tl.static_range(len(results)):
         result = results[i]
         if NEGATE_OUT:
             result = -result
-        tl.store(out_ptrs[i] + offsets, result.to(out_ptrs[i].dtype.element_ty), mask=mask)
+        ptr = _nth(out_ptr, i, PTR_TUPLES)
+        tl.store(ptr + offsets, result.to(ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def reduce_partials_kernel(
-    # pointers (tuples): the partial states written by reduce_kernel (WRITE_PARTIAL), the outputs
-    state_ptrs, out_ptrs,
+    # pointers: the partial states written by reduce_kernel (WRITE_PARTIAL), the output(s); as
+    # reduce_kernel's (tuples with PTR_TUPLES)
+    state_ptr, aux_ptr, out_ptr,
     # sizes, and out's layout (as in reduce_kernel)
     splits, red_len, inner_len, outer_sizes, out_inner_stride, out_outer_strides,
     # meta-parameters (as reduce_kernel's)
     MERGE: tl.constexpr, ALONG: tl.constexpr, FINISH: tl.constexpr,
-    STATE_DTYPES: tl.constexpr, IDENTITIES: tl.constexpr,
+    STATE_DTYPES: tl.constexpr, IDENTITIES: tl.constexpr, PTR_TUPLES: tl.constexpr,
     NEGATE_OUT: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_SPLIT: tl.constexpr, BLOCK_INNER: tl.constexpr,
 ):
@@ -181,10 +212,11 @@ def reduce_partials_kernel(
         mask = (s < splits) & lane_mask[None, :]
         parts = ()
         for i in tl.static_range(len(STATE_DTYPES)):
-            parts = parts + (tl.load(state_ptrs[i] + slot, mask=mask, other=0),)
+            parts = parts + (tl.load(_state_nth(state_ptr, aux_ptr, i, PTR_TUPLES) + slot,
+                                     mask=mask, other=0),)
         state = cast_state(MERGE(state, where_state(mask, parts, IDENTITIES, STATE_DTYPES)),
                            STATE_DTYPES)
     state = ALONG(state, MERGE)
 
-    _store_outputs(out_ptrs, tl.reshape(out_offs, [BLOCK_INNER]), lane_mask,
-                   FINISH(state, red_len), NEGATE_OUT)
+    _store_outputs(out_ptr, tl.reshape(out_offs, [BLOCK_INNER]), lane_mask,
+                   FINISH(state, red_len), NEGATE_OUT, PTR_TUPLES)

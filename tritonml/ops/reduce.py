@@ -286,8 +286,9 @@ class ReduceWork:
         for space in self.workspaces:
             tensors.append(torch.empty(space.numel, dtype=space.dtype, device=x.device))
         for step in self.steps:
-            _trace.launch_prepared(step.launch, [tuple(tensors[i] for i in slot)
-                                                 for slot in step.slots])
+            _trace.launch_prepared(step.launch, [
+                tuple(tensors[i] for i in slot) if isinstance(slot, tuple) else tensors[slot]
+                for slot in step.slots])
 
 
 def reduce_work(layout: ReduceLayout, combine, dtype, negate_x: bool, negate_out: bool,
@@ -309,25 +310,39 @@ def reduce_work(layout: ReduceLayout, combine, dtype, negate_x: bool, negate_out
     index_64 = layout.needs_index_64(config.block_inner, reach, slots)
     dtypes = dtype if isinstance(dtype, tuple) else (dtype,)
     load_dtypes, state_dtypes, identities = combine.kernel_state(dtypes, index_64)
-    state = dict(STATE_DTYPES=state_dtypes, IDENTITIES=identities)
+    inputs, outputs = len(dtypes), combine.outputs
+    # Tuples of pointers only where needed: torch's tracing of Triton kernels (wrap_triton, under
+    # torch.compile and export) sees the tensors of top-level arguments only.
+    tuples = not isinstance(combine, ReduceCombine)
+    if not tuples and len(state_dtypes) > 2:
+        raise ValueError(f"combine: {combine.name} has {len(state_dtypes)} state components; "
+                         "single-pointer launches carry at most two")
+    state = dict(STATE_DTYPES=state_dtypes, IDENTITIES=identities, PTR_TUPLES=tuples)
     functions = dict(MERGE=combine.merge, ALONG=combine.along, FINISH=combine.finish)
     meta = dict(PREPARE=combine.prepare, **functions, LOAD_DTYPES=load_dtypes, **state,
                 NEEDS_INDEX=combine.returns_index, RED_DIMS=layout.red_dims, INDEX_64=index_64,
                 NEGATE_X=negate_x, BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
                 num_warps=config.num_warps)
     args = (layout.red_len, split_len, *layout.kernel_args())
-    inputs, outputs = len(dtypes), combine.outputs
     xs = tuple(range(inputs))
     outs = tuple(range(inputs, inputs + outputs))
+    parts = tuple(range(inputs + outputs, inputs + outputs + len(state_dtypes)))
+    if tuples:
+        x_slot, out_slot, state_slot, aux_slot = xs, outs, parts, ()
+    else:
+        # one input, one output: a component without a workspace gets any tensor, never touched
+        x_slot, out_slot = xs[0], outs[0]
+        state_slot = parts[0] if parts and splits > 1 else out_slot
+        aux_slot = parts[1] if len(parts) > 1 and splits > 1 else state_slot
     if splits == 1:
-        step = _steps.step(reduce_kernel, (chains, 1), (xs, outs, ()), args,
+        step = _steps.step(reduce_kernel, (chains, 1), (x_slot, out_slot, out_slot, out_slot)
+                           if not tuples else (x_slot, out_slot, (), ()), args,
                            dict(WRITE_PARTIAL=False, NEGATE_OUT=negate_out, **meta))
         return ReduceWork(inputs, outputs, (), (step,))
-    parts = tuple(range(inputs + outputs, inputs + outputs + len(state_dtypes)))
     workspaces = tuple(_steps.Workspace(slots, TORCH_DTYPE[d]) for d in state_dtypes)
-    partials = _steps.step(reduce_kernel, (chains, splits), (xs, outs, parts), args,
-                           dict(WRITE_PARTIAL=True, NEGATE_OUT=False, **meta))
-    fold = _steps.step(reduce_partials_kernel, (chains,), (parts, outs),
+    partials = _steps.step(reduce_kernel, (chains, splits), (x_slot, out_slot, state_slot, aux_slot),
+                           args, dict(WRITE_PARTIAL=True, NEGATE_OUT=False, **meta))
+    fold = _steps.step(reduce_partials_kernel, (chains,), (state_slot, aux_slot, out_slot),
                        (splits, layout.red_len, layout.inner_len, layout.outer_sizes,
                         layout.out_inner_stride, layout.out_outer_strides),
                        dict(**functions, **state, NEGATE_OUT=negate_out, INDEX_64=index_64,
