@@ -169,10 +169,15 @@ def plan_scan(layout, dtype: torch.dtype, device: torch.device | None, combine: 
                 ScanConfig)
 
 
-def plan_reduce(layout, dtype: torch.dtype, device: torch.device | None, function: str) -> Plan:
+def plan_reduce(layout, dtype: torch.dtype, device: torch.device | None, function: str,
+                partial_bytes: int | None = None) -> Plan:
+    """``partial_bytes``: one partial state's bytes, for a reduction that is not a DirectML
+    function (a ``tritonml.Reduction``; by default from ``state_bytes(function, dtype)``)."""
     out_bytes = OUT_INDEX_BYTES if function in INDEX_FUNCTIONS else dtype.itemsize
+    if partial_bytes is None:
+        partial_bytes = state_bytes(function, dtype)
     problem = Problem("reduce", function, _dtype_name(dtype), dtype.itemsize,
-                      state_bytes(function, dtype), out_bytes, max(layout.red_len, 1),
+                      partial_bytes, out_bytes, max(layout.red_len, 1),
                       max(layout.inner_len, 1), layout.outer_len, layout.reduction_is_contiguous)
     gpu = gpu_of(device)
     if gpu is None:
@@ -265,15 +270,16 @@ def choose_scan(layout, dtype: torch.dtype, device: torch.device | None, combine
 
 
 def choose_reduce(layout, dtype: torch.dtype, device: torch.device | None, function: str, *,
-                  make_runner=None) -> engine.Choice:
+                  make_runner=None, partial_bytes: int | None = None) -> engine.Choice:
     """The config for a reduction (``function`` a ReduceFunction name: "SUM", "ARGMAX", ...) of
     ``dtype`` over ``layout`` (a ``ReduceLayout``) on ``device``; ``Choice.config`` is a
-    ``ReduceConfig``. ``make_runner`` as for ``choose_scan``."""
+    ``ReduceConfig``. ``make_runner`` as for ``choose_scan``; ``partial_bytes`` as for
+    ``plan_reduce``."""
     gpu = gpu_of(device)
     if gpu is None:
         return engine.Choice(heuristics.reduce_config(layout, "cpu"), engine.DEFAULT)
     timing = _can_time(gpu, device, make_runner)
     memo_key = ("reduce", function, dtype, layout.red_len, layout.inner_len, layout.outer_len,
-                layout.reduction_is_contiguous, gpu, timing, cache_dir())
-    return _memoized(memo_key, lambda: plan_reduce(layout, dtype, device, function),
+                layout.reduction_is_contiguous, gpu, timing, cache_dir(), partial_bytes)
+    return _memoized(memo_key, lambda: plan_reduce(layout, dtype, device, function, partial_bytes),
                      make_runner if timing else None)

@@ -126,5 +126,49 @@ def tuple_scan_launches(regimes=(*SCAN_REGIME_SHAPES,), directions=(False, True)
                 desc = describe(launch)
                 desc["case"] = dict(state=name, regime=regime, reverse=reverse,
                                     exclusive=exclusive, arity=len(dtypes))
+
+# User-defined reductions (tritonml.reduce_with): Welford's (n, mean, M2) tuple state, two outputs
+# ---------------------------------------------------------------------------------------------
+# (regime, shape, axes): large shapes for which the CUDA heuristics pick that regime.
+WELFORD_REGIME_SHAPES = {
+    "rows": ((4096, 4096), (1,)),
+    "columns": ((512, 64, 2048), (1,)),
+    "split": ((1 << 22,), (0,)),
+}
+WELFORD_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def welford_reduce_launches(dtypes=WELFORD_DTYPES, regimes=tuple(WELFORD_REGIME_SHAPES)):
+    """Describe the launches of ``reduce_with(tritonml.reductions.welford, ...)`` with the config the
+    launcher picks from the CUDA heuristics (its tile fitted to the state, ``fit_tile_to_state``),
+    for every regime x dtype."""
+    from unittest import mock
+
+    import tritonml_autotune.heuristics as heuristics
+    from tritonml import _plan
+    from tritonml.library.reduce_with import reduce_with
+    from tritonml.reductions import welford
+
+    pick = heuristics.reduce_config
+    chosen = []
+
+    def pick_for_cuda(layout, device_type, device=None):
+        chosen.append(pick(layout, "cuda"))
+        return chosen[-1]
+
+    descriptions = []
+    with mock.patch.object(heuristics, "reduce_config", pick_for_cuda):
+        for regime, dtype in itertools.product(regimes, dtypes):
+            shape, axes = WELFORD_REGIME_SHAPES[regime]
+            x = torch.empty(shape, dtype=dtype)  # never touched: the launch is only recorded
+            _plan.clear()  # a remembered plan would not ask the patched heuristics again
+            with _trace.record(execute=False) as rec:
+                reduce_with(welford, x, axes)
+            _plan.clear()
+            assert chosen[-1].regime == regime, (regime, chosen[-1])
+            for launch in rec.launches:
+                desc = describe(launch)
+                desc["case"] = dict(regime=regime, dtype=str(dtype).replace("torch.", ""),
+                                    function="welford")
                 descriptions.append(desc)
     return descriptions

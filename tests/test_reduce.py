@@ -406,4 +406,4 @@ def test_index_that_cannot_fit_index_dtype_raises_before_launch():
         # SUM over the same view never returns an index: any index_dtype is accepted
         tritonml.reduce(big, "sum", index_dtype=torch.int32)
     assert len(rec.launches) == 4
-    assert rec.launches[2].meta["INDEX_64"] and rec.launches[2].meta["AUX_DTYPE"].name == "int64"
+    assert rec.launches[2].meta["INDEX_64"] and rec.launches[2].meta["STATE_DTYPES"][1].name == "int64"

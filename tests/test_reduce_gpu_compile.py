@@ -81,3 +81,24 @@ def test_split_regime_and_64_bit_indexing_were_compiled(compiled):
     assert ("reduce_partials_kernel", True, None) in kernels
     assert ("reduce_kernel", True, 1) in kernels
     assert {2, 3} <= {d["meta"].get("RED_DIMS") for d in descriptions}
+
+
+# ---------------------------------------------------------------------------------------------
+# User-defined reductions: Welford's 3-component state (tritonml.reductions.welford)
+# ---------------------------------------------------------------------------------------------
+def test_welford_compiles_for_sm80_and_sm90_without_spills():
+    from gpu_compile_cases import WELFORD_DTYPES, WELFORD_REGIME_SHAPES, welford_reduce_launches
+
+    descriptions = dedupe(welford_reduce_launches())
+    assert {d["kernel"] for d in descriptions} == {"reduce_kernel", "reduce_partials_kernel"}
+    assert {len(d["meta"]["STATE_DTYPES"]["tuple"]) for d in descriptions} == {3}
+    results = compile_in_subprocess(descriptions, archs=ARCHS)
+    assert len(results) == len(descriptions) * len(ARCHS)
+    failures = [(r["arch"], r["kernel"], r["case"], r.get("error")) for r in results if not r["ok"]]
+    assert not failures, failures[:5]
+    assert {r["case"]["regime"] for r in results} == set(WELFORD_REGIME_SHAPES)
+    assert {r["case"]["dtype"] for r in results} == {str(d)[6:] for d in WELFORD_DTYPES}
+    spills = [(r["arch"], r["kernel"], r["case"], r.get("local_bytes"), r.get("stack_bytes"))
+              for r in results if r.get("local_bytes", 0) or r.get("stack_bytes", 0)]
+    assert not spills, spills[:5]
+    assert max(r["registers"] for r in results) < 255

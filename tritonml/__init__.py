@@ -7,17 +7,21 @@ from . import _backend  # first: chooses compiled or interpreted Triton before t
 
 from ._reduce_function import ReduceFunction
 from .library.reduce import reduce
+from .library.reduce_with import reduce_with
+from .ops.reduce_with import Reduction
 from .library.scan import cumulative_product, cumulative_sum
 from .dsl import associative_scan
 from .library.recurrence import linear_recurrence
 from .routing import disable, enable, use_tritonml
 from . import tuning
+from . import reductions
 
 __version__ = "0.1.0"
 INTERPRET = _backend.INTERPRET
 
-__all__ = ["cumulative_sum", "cumulative_product", "associative_scan", "linear_recurrence", "reduce", "ReduceFunction", "enable", "disable",
-           "use_tritonml", "tuning", "INTERPRET", "__version__"]
+__all__ = ["cumulative_sum", "cumulative_product", "reduce", "ReduceFunction",
+           "associative_scan", "linear_recurrence", "reduce_with", "Reduction", "reductions",
+           "enable", "disable", "use_tritonml", "tuning", "INTERPRET", "__version__"]
 
 
 def __getattr__(name):

@@ -51,20 +51,27 @@ def compose_affine(earlier, later):
 # ---------------------------------------------------------------------------------------------
 # Reductions
 # ---------------------------------------------------------------------------------------------
-# A reduction folds elements into a *state* ``(value, aux)`` through four functions, passed to the
-# reduce kernels as ``tl.constexpr`` parameters (see tritonml/kernels/reduce.py):
+# A reduction folds elements into a *state*, a tuple of any number of components (each a tensor of
+# its own dtype), through four functions passed to the reduce kernels as ``tl.constexpr``
+# parameters (see tritonml/kernels/reduce.py):
 #
-#   prepare(x, index) -> state          one element (a tile of them) as a state
+#   prepare(xs, index) -> state         a tile of elements as states; ``xs`` is a tuple with one
+#                                       tile per input tensor, ``index`` the elements' row-major
+#                                       position over the reduced axes
 #   merge(state, state) -> state        elementwise, associative: folds a tile into running lanes
-#   along(state) -> state               folds the lanes of a [N, M] state along dim 0 into [M]
-#   finish(state, count) -> result      the output value (``count``: reduced elements, for AVERAGE)
+#   along(state, merge) -> state        folds the lanes of [N, M] components along dim 0 into [M]
+#   finish(state, count) -> outputs     a tuple of output values (``count``: reduced elements)
 #
-# ``aux`` is the element index (ARGMAX/ARGMIN) or the running sum of exponentials (LOG_SUM_EXP);
-# functions without one carry a constant [1, 1] placeholder through unchanged. Every fold along
-# lanes uses Triton's own ``tl.sum``/``tl.max``/``tl.min``, which Triton's interpreter runs through
-# numpy; those ignore NaN there (np.nanmax), so NaN is always handled explicitly, never by them, and
-# the interpreter and the GPU give the same results. Product is the exception: the interpreter has
-# no numpy path for a product ``tl.reduce``, so there ``prod_along`` folds by halving the tile.
+# Lanes the tile does not cover (past the end of the reduced range or of the kept dim) hold the
+# state's identity, one value per component, set by the kernel after ``prepare``.
+#
+# The DirectML functions keep a 1-component state (value,), or (value, index) for ARGMAX/ARGMIN and
+# (max, sum of exponentials) for LOG_SUM_EXP. Every DirectML fold along lanes uses Triton's own
+# ``tl.sum``/``tl.max``/``tl.min``, which Triton's interpreter runs through numpy; those ignore NaN
+# there (np.nanmax), so NaN is always handled explicitly, never by them, and the interpreter and the
+# GPU give the same results. Product is the exception: the interpreter has no numpy path for a
+# product ``tl.reduce``, so there ``prod_along`` folds by halving the tile. ``merge_along`` folds
+# any state with its own ``merge`` by the same halving (user-defined reductions, tritonml.Reduction).
 
 _INF = tl.constexpr(float("inf"))
 _NAN = tl.constexpr(float("nan"))
@@ -80,68 +87,130 @@ def _first_index_of(candidates, index):
     return tl.min(tl.where(candidates, index, none), 0)
 
 
+# --- state helpers (any number of components) -----------------------------------------------
+@triton.jit
+def full_state(shape, IDENTITIES: tl.constexpr, DTYPES: tl.constexpr):
+    """A state whose component i is ``IDENTITIES[i]`` of ``DTYPES[i]`` everywhere in ``shape``."""
+    state = ()
+    for i in tl.static_range(len(DTYPES)):
+        state = state + (tl.full(shape, IDENTITIES[i], DTYPES[i]),)
+    return state
+
+
+@triton.jit
+def where_state(mask, state, IDENTITIES: tl.constexpr, DTYPES: tl.constexpr):
+    """``state`` where ``mask`` holds, the identity elsewhere, component by component (each
+    component converted to its declared dtype)."""
+    kept = ()
+    for i in tl.static_range(len(DTYPES)):
+        kept = kept + (tl.where(mask, state[i].to(DTYPES[i]),
+                                tl.full([1, 1], IDENTITIES[i], DTYPES[i])),)
+    return kept
+
+
+@triton.jit
+def cast_state(state, DTYPES: tl.constexpr):
+    """``state`` with component i converted to ``DTYPES[i]`` (a merge may compute in a wider type;
+    the running state keeps its declared one)."""
+    cast = ()
+    for i in tl.static_range(len(DTYPES)):
+        cast = cast + (state[i].to(DTYPES[i]),)
+    return cast
+
+
+@triton.jit
+def merge_along(state, merge):
+    """Fold dim 0 (a power of two) of every component with ``merge``: row i with row i + half,
+    repeated, a fixed log-depth tree (the same on the interpreter and the GPU, each step one
+    elementwise ``merge`` of whole tiles)."""
+    acc = state
+    for _ in tl.static_range(24):
+        if acc[0].shape[0] > 1:
+            lo = ()
+            hi = ()
+            for i in tl.static_range(len(acc)):
+                pairs = tl.permute(tl.reshape(acc[i], [2, acc[i].shape[0] // 2, acc[i].shape[1]]),
+                                   (1, 2, 0))
+                low, high = tl.split(pairs)
+                lo = lo + (low,)
+                hi = hi + (high,)
+            acc = merge(lo, hi)
+    folded = ()
+    for i in tl.static_range(len(acc)):
+        folded = folded + (tl.reshape(acc[i], [acc[i].shape[1]]),)
+    return folded
+
+
 # --- prepare ------------------------------------------------------------------------------
 @triton.jit
-def keep_value(x, index):
+def keep_value(xs, index):
     """SUM, AVERAGE, LOG_SUM, MULTIPLY, MIN, MAX: the element itself."""
-    return x, index
+    return (xs[0],)
 
 
 @triton.jit
-def abs_value(x, index):
+def abs_value(xs, index):
     """L1: |x| (integers: two's complement, so |min| wraps to min, as in C and numpy)."""
-    return tl.abs(x), index
+    return (tl.abs(xs[0]),)
 
 
 @triton.jit
-def square_value(x, index):
+def square_value(xs, index):
     """SUM_SQUARE, L2: x * x."""
-    return x * x, index
+    return (xs[0] * xs[0],)
 
 
 @triton.jit
-def value_and_index(x, index):
+def value_and_index(xs, index):
     """ARGMAX, ARGMIN: the element and its row-major index over the reduced axes."""
-    return x, index
+    return xs[0], index
 
 
 @triton.jit
-def value_and_unit_sum(x, index):
+def value_and_unit_sum(xs, index):
     """LOG_SUM_EXP: the state (max m, sum of exp(x - m)) of one element is (x, 1)."""
-    return x, tl.full(x.shape, 1, x.dtype)
+    return xs[0], tl.full(xs[0].shape, 1, xs[0].dtype)
 
 
 # --- merge (elementwise, associative) ------------------------------------------------------
 @triton.jit
-def add_values(v, a, w, b):
+def add_values(s, t):
     """Sum. Floats: IEEE addition (NaN propagates, inf - inf is NaN). Integers: modulo 2**64 in the
     64-bit accumulator, which the truncating store turns into modulo 2**bits."""
-    return v + w, a
+    return (s[0] + t[0],)
 
 
 @triton.jit
-def mul_values(v, a, w, b):
+def mul_values(s, t):
     """Product. Floats: IEEE multiplication (NaN propagates, 0 * inf is NaN). Integers: as add."""
-    return v * w, a
+    return (s[0] * t[0],)
 
 
 @triton.jit
-def max_values(v, a, w, b):
+def max_values(s, t):
     """Maximum; NaN propagates (a NaN on either side gives NaN). -0.0 and +0.0 compare equal, so
     which of them a tie returns is unspecified."""
-    return tl.where((w > v) | (w != w), w, v), a
+    v = s[0]
+    w = t[0]
+    return (tl.where((w > v) | (w != w), w, v),)
 
 
 @triton.jit
-def min_values(v, a, w, b):
+def min_values(s, t):
     """Minimum; NaN propagates (a NaN on either side gives NaN). Zeros as ``max_values``."""
-    return tl.where((w < v) | (w != w), w, v), a
+    v = s[0]
+    w = t[0]
+    return (tl.where((w < v) | (w != w), w, v),)
 
 
 @triton.jit
-def argmax_values(v, a, w, b):
+def argmax_values(s, t):
     """(value, index) of the larger value. Ties: the smaller index (first occurrence). NaN is larger
     than every number; between NaNs the smaller index wins (the first NaN, as torch.argmax)."""
+    v = s[0]
+    a = s[1]
+    w = t[0]
+    b = t[1]
     v_nan = v != v
     w_nan = w != w
     take = (w > v) | ((w == v) & (b < a)) | (w_nan & (~v_nan | (b < a)))
@@ -149,9 +218,13 @@ def argmax_values(v, a, w, b):
 
 
 @triton.jit
-def argmin_values(v, a, w, b):
+def argmin_values(s, t):
     """(value, index) of the smaller value. Ties and NaN as ``argmax_values``: NaN wins, first
     index among equals."""
+    v = s[0]
+    a = s[1]
+    w = t[0]
+    b = t[1]
     v_nan = v != v
     w_nan = w != w
     take = (w < v) | ((w == v) & (b < a)) | (w_nan & (~v_nan | (b < a)))
@@ -166,68 +239,68 @@ def _exp_shift(m):
 
 
 @triton.jit
-def logsumexp_values(m, s, n, t):
+def logsumexp_values(s, t):
     """States (m, s) stand for log(s) + m: m the largest element seen, s the sum of exp(x - m).
     Merging rescales both sums to the larger max. -inf elements add 0; +inf makes the result +inf;
     NaN reaches s and stays (NaN never enters m, whose comparisons skip it)."""
+    m = s[0]
+    n = t[0]
     top = tl.where(n > m, n, m)
     shift = _exp_shift(top)
-    return top, s * tl.exp(m - shift) + t * tl.exp(n - shift)
+    return top, s[1] * tl.exp(m - shift) + t[1] * tl.exp(n - shift)
 
 
-# --- along (fold the lanes of dim 0) --------------------------------------------------------
+# --- along (fold the lanes of dim 0; ``merge`` is the reduction's own, unused by these) ------
 @triton.jit
-def sum_along(v, a):
-    return tl.sum(v, 0), a
+def sum_along(s, merge):
+    return (tl.sum(s[0], 0),)
 
 
 if _backend.INTERPRET:
     @triton.jit
-    def prod_along(v, a):
+    def prod_along(s, merge):
         """Product by halving dim 0 (a power of two): row i times row i + half, repeated; each step
         is one numpy multiply (``tl.reduce`` with a product runs element by element here)."""
-        acc = v
-        for _ in tl.static_range(24):
-            if acc.shape[0] > 1:
-                pairs = tl.permute(tl.reshape(acc, [2, acc.shape[0] // 2, acc.shape[1]]), (1, 2, 0))
-                lo, hi = tl.split(pairs)
-                acc = lo * hi
-        return tl.reshape(acc, [acc.shape[1]]), a
+        return merge_along(s, merge)
 else:
     @triton.jit
-    def prod_along(v, a):
-        """Product: Triton's reduction tree (shuffles). The halving tree above compiles to layout
-        conversions through shared and local memory, so the GPU uses the native fold; both are
-        log-depth trees, exact for integers, and may round floats differently (each deterministic)."""
-        return tl.reduce(v, 0, mul), a
+    def prod_along(s, merge):
+        """Product: Triton's reduction tree (shuffles). The halving tree of ``merge_along``
+        compiles to layout conversions through shared and local memory, so the GPU uses the native
+        fold; both are log-depth trees, exact for integers, and may round floats differently (each
+        deterministic)."""
+        return (tl.reduce(s[0], 0, mul),)
 
 
 @triton.jit
-def max_along(v, a):
+def max_along(s, merge):
     """Maximum; NaN if any lane is NaN."""
+    v = s[0]
     is_nan = v != v
     if v.dtype.is_floating():
         top = tl.max(tl.where(is_nan, -_INF, v), 0)
-        return tl.where(tl.max(is_nan.to(tl.int32), 0) > 0, _NAN, top), a
+        return (tl.where(tl.max(is_nan.to(tl.int32), 0) > 0, _NAN, top),)
     else:
-        return tl.max(v, 0), a
+        return (tl.max(v, 0),)
 
 
 @triton.jit
-def min_along(v, a):
+def min_along(s, merge):
     """Minimum; NaN if any lane is NaN."""
+    v = s[0]
     is_nan = v != v
     if v.dtype.is_floating():
         low = tl.min(tl.where(is_nan, _INF, v), 0)
-        return tl.where(tl.max(is_nan.to(tl.int32), 0) > 0, _NAN, low), a
+        return (tl.where(tl.max(is_nan.to(tl.int32), 0) > 0, _NAN, low),)
     else:
-        return tl.min(v, 0), a
+        return (tl.min(v, 0),)
 
 
 @triton.jit
-def argmax_along(v, a):
+def argmax_along(s, merge):
     """(value, index) with the rule of ``argmax_values``: the first NaN if any, else the first
     occurrence of the maximum."""
+    v = s[0]
     is_nan = v != v
     if v.dtype.is_floating():
         any_nan = tl.max(is_nan.to(tl.int32), 0, keep_dims=True) > 0
@@ -237,14 +310,15 @@ def argmax_along(v, a):
     else:
         value = tl.max(v, 0, keep_dims=True)
         candidates = v == value
-    return tl.reshape(value, [v.shape[1]]), _first_index_of(candidates, a)
+    return tl.reshape(value, [v.shape[1]]), _first_index_of(candidates, s[1])
 
 
 # A deliberate mirror of ``argmax_along``: folding into one function would need a constexpr
 # direction flag threaded through every reduce kernel for two lines that differ (max/min, -inf/inf).
 @triton.jit
-def argmin_along(v, a):
+def argmin_along(s, merge):
     """(value, index) with the rule of ``argmin_values``."""
+    v = s[0]
     is_nan = v != v
     if v.dtype.is_floating():
         any_nan = tl.max(is_nan.to(tl.int32), 0, keep_dims=True) > 0
@@ -254,53 +328,55 @@ def argmin_along(v, a):
     else:
         value = tl.min(v, 0, keep_dims=True)
         candidates = v == value
-    return tl.reshape(value, [v.shape[1]]), _first_index_of(candidates, a)
+    return tl.reshape(value, [v.shape[1]]), _first_index_of(candidates, s[1])
 
 
 @triton.jit
-def logsumexp_along(m, s):
+def logsumexp_along(s, merge):
     """Fold (m, s) states: the largest m, and every s rescaled to it (see ``logsumexp_values``)."""
+    m = s[0]
     top = tl.max(m, 0, keep_dims=True)  # m is never NaN
     shift = _exp_shift(top)
-    total = tl.sum(s * tl.exp(m - shift), 0)
+    total = tl.sum(s[1] * tl.exp(m - shift), 0)
     return tl.reshape(top, [m.shape[1]]), total
 
 
 # --- finish --------------------------------------------------------------------------------
 @triton.jit
-def finish_value(v, a, count):
+def finish_value(s, count):
     """SUM, SUM_SQUARE, L1, MULTIPLY, MIN, MAX."""
-    return v
+    return (s[0],)
 
 
 @triton.jit
-def finish_mean(v, a, count):
+def finish_mean(s, count):
     """AVERAGE: sum / N; N = 0 gives 0 / 0 = NaN."""
-    return v / count
+    return (s[0] / count,)
 
 
 @triton.jit
-def finish_sqrt(v, a, count):
+def finish_sqrt(s, count):
     """L2: sqrt of the sum of squares, correctly rounded."""
+    v = s[0]
     if v.dtype == tl.float32:
-        return tl.sqrt_rn(v)
+        return (tl.sqrt_rn(v),)
     else:
-        return tl.sqrt(v)
+        return (tl.sqrt(v),)
 
 
 @triton.jit
-def finish_log(v, a, count):
+def finish_log(s, count):
     """LOG_SUM: log of the sum (log 0 = -inf, log of a negative sum = NaN)."""
-    return tl.log(v)
+    return (tl.log(s[0]),)
 
 
 @triton.jit
-def finish_logsumexp(m, s, count):
+def finish_logsumexp(s, count):
     """LOG_SUM_EXP: log(s) + m; all -inf (or no element) gives log(0) = -inf."""
-    return tl.log(s) + _exp_shift(m)
+    return (tl.log(s[1]) + _exp_shift(s[0]),)
 
 
 @triton.jit
-def finish_index(v, a, count):
+def finish_index(s, count):
     """ARGMAX, ARGMIN: the index."""
-    return a
+    return (s[1],)

@@ -2,7 +2,11 @@
 
 A reduction is four ``@triton.jit`` functions passed as ``tl.constexpr`` parameters (see the
 "Reductions" part of tritonml/kernels/combine.py): PREPARE turns loaded elements into a state,
-MERGE folds states elementwise, ALONG folds a tile's lanes, FINISH turns a state into the output.
+MERGE folds states elementwise, ALONG folds a tile's lanes, FINISH turns a state into the outputs.
+The state is a tuple of any number of components, each with its own dtype (STATE_DTYPES) and
+identity (IDENTITIES). The twelve DirectML functions read one input and write one output, passed as
+single pointers; ``tritonml.reduce_with`` passes tuples of pointers (PTR_TUPLES), for any number
+of inputs and outputs of one shape and one workspace per state component.
 
 The input is viewed (by tritonml/ops/reduce.py) as
 
@@ -35,6 +39,7 @@ from .. import _backend  # noqa: F401
 import triton
 import triton.language as tl
 
+from .combine import cast_state, full_state, where_state
 from .indexing import chain_offsets, unflatten_offsets
 
 
@@ -61,20 +66,22 @@ def _reduced_offsets(r, red_sizes, x_red_strides, red_weights,
 
 @triton.jit
 def reduce_kernel(
-    # pointers: input, output, and (WRITE_PARTIAL only) the partial-state workspaces
+    # pointers: the input(s), the output(s), and (WRITE_PARTIAL only) the partial-state
+    # workspace(s); each a tuple with PTR_TUPLES, else one tensor (aux_ptr: state component 1)
     x_ptr, out_ptr, state_ptr, aux_ptr,
     # sizes: reduced elements in all, per split program
     red_len, split_len,
     # layout (tritonml._layout.ReduceLayout.kernel_args): lengths, then strides in elements; the
     # tuples have one entry per outer / reduced dim, outermost first; red_weights are each reduced
-    # dim's row-major index weight over the original reduced axes
+    # dim's row-major index weight over the original reduced axes. Every input shares x's strides,
+    # every output out's.
     inner_len, outer_sizes, red_sizes,
     x_inner_stride, x_outer_strides, x_red_strides, red_weights,
     out_inner_stride, out_outer_strides,
     # meta-parameters: the reduction, its state, the layout, the tile
     PREPARE: tl.constexpr, MERGE: tl.constexpr, ALONG: tl.constexpr, FINISH: tl.constexpr,
-    STATE_DTYPE: tl.constexpr, IDENTITY: tl.constexpr,
-    HAS_AUX: tl.constexpr, AUX_DTYPE: tl.constexpr, AUX_IDENTITY: tl.constexpr,
+    LOAD_DTYPES: tl.constexpr, STATE_DTYPES: tl.constexpr, IDENTITIES: tl.constexpr,
+    PTR_TUPLES: tl.constexpr,
     NEEDS_INDEX: tl.constexpr, RED_DIMS: tl.constexpr, WRITE_PARTIAL: tl.constexpr,
     NEGATE_X: tl.constexpr, NEGATE_OUT: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
@@ -83,11 +90,17 @@ def reduce_kernel(
     folds reduced positions [s * split_len, (s + 1) * split_len) of chain c (split_len a multiple of
     BLOCK_AXIS, or >= red_len with one split).
 
-    Writes FINISH(state) to out ([BLOCK_INNER] outputs), or with WRITE_PARTIAL the folded state to
-    state_ptr/aux_ptr at [(c * splits + s) * BLOCK_INNER + j].
+    Writes FINISH(state) to the outputs ([BLOCK_INNER] each), or with WRITE_PARTIAL component i of
+    the folded state to its workspace at [(c * splits + s) * BLOCK_INNER + j].
 
-    NEGATE_X / NEGATE_OUT: x / out is a torch view with the negative bit set (its memory holds the
-    negated values): the sign flips on load / before the store.
+    PTR_TUPLES: x_ptr, out_ptr and state_ptr are tuples (one pointer per input, output and state
+    component; ``tritonml.reduce_with``); else single tensors, aux_ptr holding state component 1
+    (the DirectML functions: torch's tracing of Triton kernels, ``wrap_triton``, sees only tensors
+    passed as top-level arguments, so the ops torch.compile traces keep them so).
+
+    LOAD_DTYPES[i]: the dtype input i is converted to on load (before PREPARE).
+    NEGATE_X / NEGATE_OUT: the inputs / outputs are torch views with the negative bit set (their
+    memory holds the negated values): the sign flips on load / before the store.
     """
     chain = tl.program_id(0)
     split = tl.program_id(1)
@@ -101,12 +114,7 @@ def reduce_kernel(
         r_begin = r_begin.to(tl.int64)
     r_end = tl.minimum(r_begin + split_len, red_len)
 
-    # Running per-lane states; functions without aux carry a [1, 1] placeholder.
-    values = tl.full([BLOCK_AXIS, BLOCK_INNER], IDENTITY, STATE_DTYPE)
-    if HAS_AUX:
-        aux = tl.full([BLOCK_AXIS, BLOCK_INNER], AUX_IDENTITY, AUX_DTYPE)
-    else:
-        aux = tl.full([1, 1], AUX_IDENTITY, AUX_DTYPE)
+    state = full_state([BLOCK_AXIS, BLOCK_INNER], IDENTITIES, STATE_DTYPES)  # per-lane running
     for r_start in range(r_begin, r_end, BLOCK_AXIS):
         r = r_start + tl.arange(0, BLOCK_AXIS)[:, None]  # [BLOCK_AXIS, 1]
         if INDEX_64:
@@ -116,46 +124,73 @@ def reduce_kernel(
         red_offs, index = _reduced_offsets(r, red_sizes, x_red_strides, red_weights, RED_DIMS,
                                            NEEDS_INDEX)
         mask = (r < r_end) & inner_mask                  # [BLOCK_AXIS, BLOCK_INNER]
-        # Masked lanes hold the identity, set after conversion (in the state dtype, where every
-        # identity is exact). ARGMAX/ARGMIN lanes past the end may then record an index >= red_len,
-        # which loses every tie to a real element's smaller index.
-        tile = tl.load(x_ptr + x_offs + red_offs, mask=mask, other=0)
-        tile = tile.to(STATE_DTYPE)
-        if NEGATE_X:
-            tile = -tile
-        tile = tl.where(mask, tile, tl.full([1, 1], IDENTITY, STATE_DTYPE))
-        if NEEDS_INDEX:
-            tile_values, tile_aux = PREPARE(tile, index.to(AUX_DTYPE))
-        else:
-            tile_values, tile_aux = PREPARE(tile, aux)
-        values, aux = MERGE(values, aux, tile_values, tile_aux)
-    values, aux = ALONG(values, aux)                      # [BLOCK_INNER] each (aux: or [1, 1])
+        tiles = ()
+        for i in tl.static_range(len(LOAD_DTYPES)):
+            tile = tl.load(_nth(x_ptr, i, PTR_TUPLES) + x_offs + red_offs, mask=mask,
+                           other=0).to(LOAD_DTYPES[i])
+            if NEGATE_X:
+                tile = -tile
+            tiles = tiles + (tile,)
+        # Masked lanes hold the identity, set after PREPARE in each component's state dtype (where
+        # every identity is exact): whatever PREPARE makes of the 0 loaded there is dropped.
+        tile_state = where_state(mask, PREPARE(tiles, index), IDENTITIES, STATE_DTYPES)
+        state = cast_state(MERGE(state, tile_state), STATE_DTYPES)
+    state = ALONG(state, MERGE)                          # [BLOCK_INNER] each
 
     lane = tl.arange(0, BLOCK_INNER)
     lane_mask = tl.reshape(inner_mask, [BLOCK_INNER])
     if WRITE_PARTIAL:
         slot = (chain * tl.num_programs(1) + split) * BLOCK_INNER + lane
-        tl.store(state_ptr + slot, values, mask=lane_mask)
-        if HAS_AUX:
-            tl.store(aux_ptr + slot, aux, mask=lane_mask)
+        for i in tl.static_range(len(STATE_DTYPES)):
+            tl.store(_state_nth(state_ptr, aux_ptr, i, PTR_TUPLES) + slot,
+                     state[i].to(STATE_DTYPES[i]), mask=lane_mask)
     else:
-        result = FINISH(values, aux, red_len)
+        _store_outputs(out_ptr, tl.reshape(out_offs, [BLOCK_INNER]), lane_mask,
+                       FINISH(state, red_len), NEGATE_OUT, PTR_TUPLES)
+
+
+@triton.jit
+def _nth(ptrs, i: tl.constexpr, PTR_TUPLES: tl.constexpr):
+    """Pointer ``i`` of a tuple, or the one pointer."""
+    if PTR_TUPLES:
+        return ptrs[i]
+    else:
+        return ptrs
+
+
+@triton.jit
+def _state_nth(state_ptr, aux_ptr, i: tl.constexpr, PTR_TUPLES: tl.constexpr):
+    """The workspace of state component ``i``."""
+    if PTR_TUPLES:
+        return state_ptr[i]
+    elif i == 0:
+        return state_ptr
+    else:
+        return aux_ptr
+
+
+@triton.jit
+def _store_outputs(out_ptr, offsets, mask, results, NEGATE_OUT: tl.constexpr,
+                   PTR_TUPLES: tl.constexpr):
+    """Output i gets ``results[i]`` converted to its element type."""
+    for i in tl.static_range(len(results)):
+        result = results[i]
         if NEGATE_OUT:
             result = -result
-        tl.store(out_ptr + tl.reshape(out_offs, [BLOCK_INNER]), result.to(out_ptr.dtype.element_ty),
-                 mask=lane_mask)
+        ptr = _nth(out_ptr, i, PTR_TUPLES)
+        tl.store(ptr + offsets, result.to(ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def reduce_partials_kernel(
-    # pointers: the partial states written by reduce_kernel (WRITE_PARTIAL), the output
+    # pointers: the partial states written by reduce_kernel (WRITE_PARTIAL), the output(s); as
+    # reduce_kernel's (tuples with PTR_TUPLES)
     state_ptr, aux_ptr, out_ptr,
     # sizes, and out's layout (as in reduce_kernel)
     splits, red_len, inner_len, outer_sizes, out_inner_stride, out_outer_strides,
     # meta-parameters (as reduce_kernel's)
     MERGE: tl.constexpr, ALONG: tl.constexpr, FINISH: tl.constexpr,
-    STATE_DTYPE: tl.constexpr, IDENTITY: tl.constexpr,
-    HAS_AUX: tl.constexpr, AUX_DTYPE: tl.constexpr, AUX_IDENTITY: tl.constexpr,
+    STATE_DTYPES: tl.constexpr, IDENTITIES: tl.constexpr, PTR_TUPLES: tl.constexpr,
     NEGATE_OUT: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_SPLIT: tl.constexpr, BLOCK_INNER: tl.constexpr,
 ):
@@ -170,27 +205,18 @@ def reduce_partials_kernel(
     lane = tl.arange(0, BLOCK_INNER)
     lane_mask = tl.reshape(inner_mask, [BLOCK_INNER])
 
-    values = tl.full([BLOCK_SPLIT, BLOCK_INNER], IDENTITY, STATE_DTYPE)
-    if HAS_AUX:
-        aux = tl.full([BLOCK_SPLIT, BLOCK_INNER], AUX_IDENTITY, AUX_DTYPE)
-    else:
-        aux = tl.full([1, 1], AUX_IDENTITY, AUX_DTYPE)
+    state = full_state([BLOCK_SPLIT, BLOCK_INNER], IDENTITIES, STATE_DTYPES)
     for s_start in range(0, splits, BLOCK_SPLIT):
         s = s_start + tl.arange(0, BLOCK_SPLIT)[:, None]   # [BLOCK_SPLIT, 1]
         slot = (chain * splits + s) * BLOCK_INNER + lane[None, :]
         mask = (s < splits) & lane_mask[None, :]
-        part_values = tl.load(state_ptr + slot, mask=mask, other=0)
-        part_values = tl.where(mask, part_values, tl.full([1, 1], IDENTITY, STATE_DTYPE))
-        if HAS_AUX:
-            part_aux = tl.load(aux_ptr + slot, mask=mask, other=0)
-            part_aux = tl.where(mask, part_aux, tl.full([1, 1], AUX_IDENTITY, AUX_DTYPE))
-        else:
-            part_aux = aux
-        values, aux = MERGE(values, aux, part_values, part_aux)
-    values, aux = ALONG(values, aux)
+        parts = ()
+        for i in tl.static_range(len(STATE_DTYPES)):
+            parts = parts + (tl.load(_state_nth(state_ptr, aux_ptr, i, PTR_TUPLES) + slot,
+                                     mask=mask, other=0),)
+        state = cast_state(MERGE(state, where_state(mask, parts, IDENTITIES, STATE_DTYPES)),
+                           STATE_DTYPES)
+    state = ALONG(state, MERGE)
 
-    result = FINISH(values, aux, red_len)
-    if NEGATE_OUT:
-        result = -result
-    tl.store(out_ptr + tl.reshape(out_offs, [BLOCK_INNER]), result.to(out_ptr.dtype.element_ty),
-             mask=lane_mask)
+    _store_outputs(out_ptr, tl.reshape(out_offs, [BLOCK_INNER]), lane_mask,
+                   FINISH(state, red_len), NEGATE_OUT, PTR_TUPLES)

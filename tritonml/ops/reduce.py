@@ -25,6 +25,7 @@ from .._layout import ReduceLayout, reduce_layout
 from .._reduce_function import ReduceFunction
 from ..kernels import combine as _combine
 from ..kernels.reduce import reduce_kernel, reduce_partials_kernel
+from .. import _trace
 from . import _scratch, _steps
 
 INDEX_DTYPES = (torch.int32, torch.int64, torch.uint32, torch.uint64)
@@ -78,6 +79,17 @@ class ReduceCombine:
                 has_aux = True
         return dict(STATE_DTYPE=state_dtype, IDENTITY=identity, HAS_AUX=has_aux,
                     AUX_DTYPE=aux_dtype, AUX_IDENTITY=aux_identity)
+
+    outputs = 1
+
+    def kernel_state(self, dtypes: tuple, index_64: bool) -> tuple:
+        """``(LOAD_DTYPES, STATE_DTYPES, IDENTITIES)`` for the kernels: the input converted to the
+        state's (first component's) dtype, a state of one or two components."""
+        state = self.state(dtypes[0], index_64)
+        if state["HAS_AUX"]:
+            return ((state["STATE_DTYPE"],), (state["STATE_DTYPE"], state["AUX_DTYPE"]),
+                    (state["IDENTITY"], state["AUX_IDENTITY"]))
+        return (state["STATE_DTYPE"],), (state["STATE_DTYPE"],), (state["IDENTITY"],)
 
 
 _c = _combine
@@ -258,10 +270,32 @@ def launch_reduce(x, out, layout: ReduceLayout, combine: ReduceCombine, config: 
     reduce_work(layout, combine, x.dtype, x.is_neg(), out.is_neg(), config).run(x, out)
 
 
-def reduce_work(layout: ReduceLayout, combine: ReduceCombine, dtype: torch.dtype, negate_x: bool,
-                negate_out: bool, config: ReduceConfig) -> _steps.Work:
-    """The workspaces and launches ``launch_reduce`` runs, for x of ``dtype``; ``negate_x`` /
-    ``negate_out``: x / out is a torch view with the negative bit (the memory holds the negated
+@dataclass(frozen=True)
+class ReduceWork:
+    """``_steps.Work`` for kernels whose inputs, outputs and partial states are tuples of tensors:
+    each step's slots are tuples of slot numbers over (inputs..., outputs..., workspaces...)."""
+    inputs: int
+    outputs: int
+    workspaces: tuple
+    steps: tuple
+
+    def run(self, x, out, extra: tuple = ()) -> None:
+        """``x``, ``out``: the first input and output; ``extra``: the further inputs, then the
+        further outputs."""
+        tensors = [x, *extra[:self.inputs - 1], out, *extra[self.inputs - 1:]]
+        for space in self.workspaces:
+            tensors.append(torch.empty(space.numel, dtype=space.dtype, device=x.device))
+        for step in self.steps:
+            _trace.launch_prepared(step.launch, [
+                tuple(tensors[i] for i in slot) if isinstance(slot, tuple) else tensors[slot]
+                for slot in step.slots])
+
+
+def reduce_work(layout: ReduceLayout, combine, dtype, negate_x: bool, negate_out: bool,
+                config: ReduceConfig) -> ReduceWork:
+    """The workspaces and launches ``launch_reduce`` runs, for inputs of ``dtype`` (one dtype, or a
+    tuple of them for a ``tritonml.Reduction`` of several inputs); ``negate_x`` / ``negate_out``:
+    the inputs / outputs are torch views with the negative bit (the memory holds the negated
     values)."""
     chains = layout.chains(config.block_inner)
     splits = config.splits
@@ -274,29 +308,44 @@ def reduce_work(layout: ReduceLayout, combine: ReduceCombine, dtype: torch.dtype
     reach = max(splits * split_len, layout.red_len) + config.block_axis
     slots = chains * splits * config.block_inner if splits > 1 else 0
     index_64 = layout.needs_index_64(config.block_inner, reach, slots)
-    state = combine.state(dtype, index_64)
+    dtypes = dtype if isinstance(dtype, tuple) else (dtype,)
+    load_dtypes, state_dtypes, identities = combine.kernel_state(dtypes, index_64)
+    inputs, outputs = len(dtypes), combine.outputs
+    # Tuples of pointers only where needed: torch's tracing of Triton kernels (wrap_triton, under
+    # torch.compile and export) sees the tensors of top-level arguments only.
+    tuples = not isinstance(combine, ReduceCombine)
+    if not tuples and len(state_dtypes) > 2:
+        raise ValueError(f"combine: {combine.name} has {len(state_dtypes)} state components; "
+                         "single-pointer launches carry at most two")
+    state = dict(STATE_DTYPES=state_dtypes, IDENTITIES=identities, PTR_TUPLES=tuples)
     functions = dict(MERGE=combine.merge, ALONG=combine.along, FINISH=combine.finish)
-    meta = dict(PREPARE=combine.prepare, **functions, **state,
+    meta = dict(PREPARE=combine.prepare, **functions, LOAD_DTYPES=load_dtypes, **state,
                 NEEDS_INDEX=combine.returns_index, RED_DIMS=layout.red_dims, INDEX_64=index_64,
                 NEGATE_X=negate_x, BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
                 num_warps=config.num_warps)
     args = (layout.red_len, split_len, *layout.kernel_args())
-    x, out = _steps.X, _steps.OUT
+    xs = tuple(range(inputs))
+    outs = tuple(range(inputs, inputs + outputs))
+    parts = tuple(range(inputs + outputs, inputs + outputs + len(state_dtypes)))
+    if tuples:
+        x_slot, out_slot, state_slot, aux_slot = xs, outs, parts, ()
+    else:
+        # one input, one output: a component without a workspace gets any tensor, never touched
+        x_slot, out_slot = xs[0], outs[0]
+        state_slot = parts[0] if parts and splits > 1 else out_slot
+        aux_slot = parts[1] if len(parts) > 1 and splits > 1 else state_slot
     if splits == 1:
-        step = _steps.step(reduce_kernel, (chains, 1), (x, out, out, out), args,
+        step = _steps.step(reduce_kernel, (chains, 1), (x_slot, out_slot, out_slot, out_slot)
+                           if not tuples else (x_slot, out_slot, (), ()), args,
                            dict(WRITE_PARTIAL=False, NEGATE_OUT=negate_out, **meta))
-        return _steps.Work((), (step,))
-    values = 2
-    aux = 3 if state["HAS_AUX"] else values
-    workspaces = (_steps.Workspace(slots, TORCH_DTYPE[state["STATE_DTYPE"]]),)
-    if state["HAS_AUX"]:
-        workspaces += (_steps.Workspace(slots, TORCH_DTYPE[state["AUX_DTYPE"]]),)
-    partials = _steps.step(reduce_kernel, (chains, splits), (x, out, values, aux), args,
-                           dict(WRITE_PARTIAL=True, NEGATE_OUT=False, **meta))
-    fold = _steps.step(reduce_partials_kernel, (chains,), (values, aux, out),
+        return ReduceWork(inputs, outputs, (), (step,))
+    workspaces = tuple(_steps.Workspace(slots, TORCH_DTYPE[d]) for d in state_dtypes)
+    partials = _steps.step(reduce_kernel, (chains, splits), (x_slot, out_slot, state_slot, aux_slot),
+                           args, dict(WRITE_PARTIAL=True, NEGATE_OUT=False, **meta))
+    fold = _steps.step(reduce_partials_kernel, (chains,), (state_slot, aux_slot, out_slot),
                        (splits, layout.red_len, layout.inner_len, layout.outer_sizes,
                         layout.out_inner_stride, layout.out_outer_strides),
                        dict(**functions, **state, NEGATE_OUT=negate_out, INDEX_64=index_64,
                             BLOCK_SPLIT=config.block_split, BLOCK_INNER=config.block_inner,
                             num_warps=config.num_warps))
-    return _steps.Work(workspaces, (partials, fold))
+    return ReduceWork(inputs, outputs, workspaces, (partials, fold))

@@ -1,0 +1,138 @@
+"""Ready-made user-defined reductions (``tritonml.Reduction``) for ``tritonml.reduce_with``.
+
+``welford``: one-pass mean and variance, ``reduce_with(welford, x, axes)`` returning
+``(var, mean)`` as ``torch.var_mean(x, dim=axes, keepdim=True)`` (unbiased, correction=1);
+``welford_biased`` the same with correction=0 (``np.var(x)``).
+
+The state is (n, mean, M2): elements seen, their mean, and the sum of squared deviations from it.
+One element x is (1, x, 0); two states merge by the parallel update of Chan, Golub and LeVeque
+("Updating formulae and a pairwise algorithm for computing sample variances", 1979):
+
+    n = na + nb,  delta = mb - ma,  mean = ma + delta * nb / n,  M2 = M2a + M2b + delta^2 * na * nb / n
+
+which never subtracts two large sums of squares, so data far from zero (1e4 + N(0, 1) in float32)
+keeps its variance where ``E[x^2] - E[x]^2`` loses every digit. Finish: var = M2 / (n - correction),
+NaN where n <= correction (no element, or one element unbiased: as torch.var_mean), and mean NaN
+where n = 0. NaN in the data gives NaN mean and variance; +-inf gives that infinite mean (NaN if
+both signs) and NaN variance, as torch.var_mean.
+
+Dtypes: float16 and bfloat16 accumulate in float32, float32 in float32, float64 in float64; the
+outputs have the input's dtype. Integer and bool inputs are refused (as torch.var_mean does);
+convert them to a floating-point dtype first. n is held in the state's float dtype (exact up to
+2**24 elements per state in float32; beyond, its relative error is at most 2**-24).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from . import _backend
+from ._dtypes import dtype_name
+from .kernels.combine import merge_along
+from .ops.reduce_with import Reduction
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+@triton.jit
+def welford_prepare(xs, index):
+    """One element x as the state (n, mean, M2) = (1, x, 0)."""
+    x = xs[0]
+    return tl.full(x.shape, 1, x.dtype), x, tl.zeros(x.shape, x.dtype)
+
+
+@triton.jit
+def welford_merge(a, b):
+    """Chan, Golub and LeVeque's merge of (n, mean, M2) states. A side with n = 0 (the identity)
+    returns the other side exactly, so an infinite mean does not turn into inf * 0 = NaN."""
+    na = a[0]
+    nb = b[0]
+    n = na + nb
+    delta = b[1] - a[1]
+    share = nb / tl.maximum(n, 1.0)      # nb / n; 0 / 1 when both are empty
+    mean = a[1] + delta * share
+    m2 = a[2] + b[2] + delta * delta * na * share
+    a_only = nb == 0
+    b_only = na == 0
+    mean = tl.where(a_only, a[1], tl.where(b_only, b[1], mean))
+    m2 = tl.where(a_only, a[2], tl.where(b_only, b[2], m2))
+    return n, mean, m2
+
+
+@triton.jit
+def _welford_combine(na, ma, qa, nb, mb, qb):
+    """``welford_merge`` on flat components: the combine function of ``tl.reduce``."""
+    return welford_merge((na, ma, qa), (nb, mb, qb))
+
+
+if _backend.INTERPRET:
+    @triton.jit
+    def welford_along(s, merge):
+        """Fold the lanes by halving (``merge_along``): each step one numpy merge of whole tiles
+        (the interpreter would run ``tl.reduce``'s combine element by element in Python)."""
+        return merge_along(s, merge)
+else:
+    @triton.jit
+    def welford_along(s, merge):
+        """Fold the lanes with Triton's reduction tree (shuffles in registers): the halving of
+        ``merge_along`` compiles to layout conversions through local memory. Both trees are fixed
+        (deterministic) but round differently, so the GPU's last bits may differ from the
+        interpreter's."""
+        return tl.reduce((s[0], s[1], s[2]), 0, _welford_combine)
+
+
+@triton.jit
+def _welford_finish(s, correction):
+    n = s[0]
+    nan = float("nan")
+    mean = tl.where(n > 0, s[1], nan)
+    # An infinite element makes the mean infinite and the variance NaN (as torch and numpy), however
+    # the merge order met it (inf - inf is NaN, but inf - x is inf).
+    var = tl.where((n > correction) & (tl.abs(mean) != float("inf")), s[2] / (n - correction), nan)
+    return var, mean
+
+
+@triton.jit
+def welford_finish_unbiased(s, count):
+    """(M2 / (n - 1), mean)."""
+    return _welford_finish(s, 1.0)
+
+
+@triton.jit
+def welford_finish_biased(s, count):
+    """(M2 / n, mean)."""
+    return _welford_finish(s, 0.0)
+
+
+def _state_dtypes(dtypes):
+    acc = torch.float64 if dtypes[0] == torch.float64 else torch.float32
+    return (acc, acc, acc)
+
+
+def _output_dtypes(dtypes):
+    return (dtypes[0], dtypes[0])
+
+
+def _load_dtypes(dtypes):
+    return (_state_dtypes(dtypes)[0],)
+
+
+def _check_float(dtypes):
+    if dtypes[0] not in _FLOATS:
+        raise TypeError(f"xs: welford is defined for floating-point inputs (float16, bfloat16, "
+                        f"float32, float64), as torch.var_mean is, but xs has dtype "
+                        f"{dtype_name(dtypes[0])}; convert it to a floating-point dtype first")
+
+
+def _welford(name, finish):
+    return Reduction(name, welford_prepare, welford_merge, finish, identity=(0.0, 0.0, 0.0),
+                     state_dtypes=_state_dtypes, output_dtypes=_output_dtypes, inputs=1,
+                     outputs=2, along=welford_along, load_dtypes=_load_dtypes,
+                     check=_check_float)
+
+
+welford = _welford("welford", welford_finish_unbiased)
+welford_biased = _welford("welford_biased", welford_finish_biased)
+
+__all__ = ["welford", "welford_biased"]
