@@ -126,7 +126,11 @@ def tuple_scan_launches(regimes=(*SCAN_REGIME_SHAPES,), directions=(False, True)
                 desc = describe(launch)
                 desc["case"] = dict(state=name, regime=regime, reverse=reverse,
                                     exclusive=exclusive, arity=len(dtypes))
+                descriptions.append(desc)
+    return descriptions
 
+
+# ---------------------------------------------------------------------------------------------
 # User-defined reductions (tritonml.reduce_with): Welford's (n, mean, M2) tuple state, two outputs
 # ---------------------------------------------------------------------------------------------
 # (regime, shape, axes): large shapes for which the CUDA heuristics pick that regime.

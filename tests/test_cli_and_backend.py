@@ -61,8 +61,8 @@ def _every_parser(parser):
 def test_help_texts_are_plain_text_without_rst_markup():
     parsers = list(_every_parser(cli.build_parser()))
     names = {p.prog for p in parsers}
-    assert names == {"tritonml", "tritonml demo", "tritonml info", "tritonml run",
-                     "tritonml tune", "tritonml validate"}
+    assert names == {"tritonml", "tritonml bench", "tritonml demo", "tritonml info",
+                     "tritonml run", "tritonml tune", "tritonml validate"}
     for parser in parsers:
         text = parser.format_help()
         assert "`" not in text, (parser.prog, text)

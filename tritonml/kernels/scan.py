@@ -184,6 +184,11 @@ def _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, state,
                      values.to(out_ptrs[c].dtype.element_ty), mask=mask)
 
 
+# _PTR_TUPLES_WHY: PTR_TUPLES False passes each pointer argument of a one-component scan
+# (cumulative_sum/product, linear state of one tensor) as a plain tensor, not a 1-tuple. torch's
+# tracing of Triton kernels (``wrap_triton``, what torch.compile and export see on a GPU) only sees
+# tensors passed as top-level arguments; a launch whose output sits in a tuple would look like it
+# writes nothing and be dropped from the graph.
 @triton.jit
 def scan_tiled_kernel(
     # pointers: one tuple entry per state component
@@ -201,11 +206,14 @@ def scan_tiled_kernel(
     NEGATE_OUT: tl.constexpr, STORE: tl.constexpr, HAS_INITIAL: tl.constexpr,
     NEGATE_INIT: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
+    PTR_TUPLES: tl.constexpr,
 ):
     """One program per (outer index, block of BLOCK_INNER inner positions); grid = outer_len *
     cdiv(inner_len, BLOCK_INNER). The program walks the whole axis in [BLOCK_AXIS, BLOCK_INNER]
     tiles, carrying a [1, BLOCK_INNER] tally per component.
     """
+    if not PTR_TUPLES:  # one component passed as plain pointers (see _PTR_TUPLES_WHY)
+        x_ptrs, out_ptrs, init_ptrs = (x_ptrs,), (out_ptrs,), (init_ptrs,)
     chain = tl.program_id(0)
     x_offs, inner_mask = _chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
                                       x_inner_strides, INDEX_64, BLOCK_INNER)
@@ -283,6 +291,7 @@ def scan_lookback_kernel(
     NEGATE_OUT: tl.constexpr, STORE: tl.constexpr, HAS_INITIAL: tl.constexpr,
     NEGATE_INIT: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr, PREFIX_EVERY: tl.constexpr,
+    PTR_TUPLES: tl.constexpr,
 ):
     """One program per tile; grid = (independent scans) * cdiv(axis_len, BLOCK_AXIS).
 
@@ -292,6 +301,9 @@ def scan_lookback_kernel(
     interpreter gives the same result). PREFIX_EVERY=1 publishes every inclusive prefix; larger
     values publish only every PREFIX_EVERY-th one, a test knob that forces long look-backs.
     """
+    if not PTR_TUPLES:  # one component passed as plain pointers (see _PTR_TUPLES_WHY)
+        x_ptrs, out_ptrs, init_ptrs = (x_ptrs,), (out_ptrs,), (init_ptrs,)
+        aggregate_ptrs, prefix_ptrs = (aggregate_ptrs,), (prefix_ptrs,)
     ticket = tl.atomic_add(status_ptr, 1)
     if INDEX_64:
         ticket = ticket.to(tl.int64)  # workspace slots: ticket * BLOCK_INNER may pass int32

@@ -220,10 +220,15 @@ def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], a
                 HAS_INITIAL=has_initial,
                 NEGATE_INIT=tuple(negate_init), INDEX_64=index_64,
                 BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
-                num_warps=config.num_warps)
-    x_slots = (0, *range(2, k + 1))
-    out_slots = (1, *range(k + 1, 2 * k))
-    init_slots = tuple(range(2 * k, 3 * k))
+                PTR_TUPLES=k > 1, num_warps=config.num_warps)
+
+    def pointers(slots: tuple):
+        # one component: plain tensors, which torch's Triton-kernel tracing can see
+        # (tritonml/kernels/scan.py, _PTR_TUPLES_WHY)
+        return slots if k > 1 else slots[0]
+    x_slots = pointers((0, *range(2, k + 1)))
+    out_slots = pointers((1, *range(k + 1, 2 * k)))
+    init_slots = pointers(tuple(range(2 * k, 3 * k)))
     args = layout_args(layouts)
     if config.regime == "lookback":
         status = 3 * k
@@ -232,8 +237,9 @@ def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], a
                         for acc in acc_torch_dtypes),
                       *(_steps.Workspace(tiles * config.block_inner, acc)      # prefixes
                         for acc in acc_torch_dtypes))
-        slots = (x_slots, out_slots, init_slots, status, tuple(range(status + 1, status + 1 + k)),
-                 tuple(range(status + 1 + k, status + 1 + 2 * k)))
+        slots = (x_slots, out_slots, init_slots, status,
+                 pointers(tuple(range(status + 1, status + 1 + k))),
+                 pointers(tuple(range(status + 1 + k, status + 1 + 2 * k))))
         step = _steps.step(scan_lookback_kernel, (tiles,), slots, args,
                            dict(PREFIX_EVERY=config.prefix_every, **meta))
         return _steps.Work(workspaces, (step,))
