@@ -324,7 +324,7 @@ def test_a_prepared_launch_passes_exactly_what_a_full_launch_passes(monkeypatch)
     for args in calls:
         assert args[:4] == (4, 1, 1, 7)            # grid (16 rows / 4 per program), stream
         assert args[9:] == expected
-    assert order[-2:] == ("BLOCK_AXIS", "BLOCK_INNER") and "num_warps" not in order
+    assert order[-3:] == ("BLOCK_AXIS", "BLOCK_INNER", "PTR_TUPLES") and "num_warps" not in order
     assert isinstance(step, _steps.Step)
 
 
