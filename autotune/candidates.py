@@ -8,6 +8,8 @@ stay inside the GPU tile limits of ``spaces.py``, warps follow the heuristics' r
 """
 from __future__ import annotations
 
+import math
+
 from tritonml._config import MAX_REDUCE_SPLITS
 
 from . import compiled, spaces
@@ -89,21 +91,31 @@ def scan_candidates(problem: Problem, heuristic: dict) -> list[dict]:
 # ---------------------------------------------------------------------------------------------
 # Reductions
 # ---------------------------------------------------------------------------------------------
-def _reduce(regime: str, block_axis: int, block_inner: int, splits: int = 1) -> dict:
+def _reduce(regime: str, block_axis: int, block_inner: int, splits: int = 1,
+            one_launch: bool = True) -> dict:
     budget = spaces.GPU_REDUCE.tile_elements
     return dict(regime=regime, block_axis=block_axis, block_inner=block_inner,
                 num_warps=compiled.reduce_warps(block_axis * block_inner), splits=splits,
-                block_split=min(next_pow2(splits), max(1, budget // block_inner)))
+                block_split=min(next_pow2(splits), max(1, budget // block_inner)),
+                one_launch=one_launch)
+
+
+def split_min_axis(problem: Problem) -> int:
+    """Reduced positions each split program folds at least, so that the partial states (written
+    and read back) stay within ``REDUCE_SPLIT_MAX_PARTIAL_SHARE`` of the input's bytes, for this
+    problem's state and element sizes."""
+    return math.ceil(2 * problem.state_bytes
+                     / (spaces.REDUCE_SPLIT_MAX_PARTIAL_SHARE * problem.element_bytes))
 
 
 def _split_counts(problem: Problem, one: dict, sms: int) -> list[int]:
     """Splits that bring one launch's chains up to one and to two programs per SM, where each
-    split program still folds ``REDUCE_SPLIT_MIN_AXIS_PER_PROGRAM`` positions (spaces.py says why)."""
+    split program still folds ``split_min_axis`` positions and at least one tile."""
     chains = problem.chains(one["block_inner"])
     if chains >= sms:
         return []
-    most = min(problem.axis_len // max(spaces.REDUCE_SPLIT_MIN_AXIS_PER_PROGRAM,
-                                       one["block_axis"]), MAX_REDUCE_SPLITS)
+    most = min(problem.axis_len // max(split_min_axis(problem), one["block_axis"]),
+               MAX_REDUCE_SPLITS)
     counts = {min(most, -(-programs // chains)) for programs in (sms, 2 * sms)}
     return sorted(count for count in counts if count >= 2)
 
@@ -111,7 +123,9 @@ def _split_counts(problem: Problem, one: dict, sms: int) -> list[int]:
 def reduce_candidates(problem: Problem, heuristic: dict, sms: int) -> list[dict]:
     """The heuristics' config; one-launch tiles (contiguous reduction: 4096, 2048 and 1024
     positions long; else every width from 256 lanes down to one sector, as tall as the element
-    budget allows); and splits of the narrowest and the widest of them that fill the SMs."""
+    budget allows); and splits of the narrowest and the widest of them that fill the SMs, each
+    folding in the chain's last program (one launch) and in a second launch (timing on a GPU
+    decides between them; the cost model prefers one launch)."""
     space = spaces.GPU_REDUCE
     budget = space.tile_elements
     red_p2, inner_p2 = next_pow2(problem.axis_len), next_pow2(problem.inner_len)
@@ -125,7 +139,8 @@ def reduce_candidates(problem: Problem, heuristic: dict, sms: int) -> list[dict]
         tiles = [(min(red_p2, max(1, budget // lanes)), lanes)
                  for lanes in _lanes(problem, space.columns_max_block_inner)]
     ones = _unique(_reduce(regime, axis, lanes) for axis, lanes in tiles)
-    splits = [_reduce("split", one["block_axis"], one["block_inner"], count)
+    splits = [_reduce("split", one["block_axis"], one["block_inner"], count, one_launch)
               for one in _unique([ones[-1], ones[0]])
-              for count in _split_counts(problem, one, sms)]
+              for count in _split_counts(problem, one, sms)
+              for one_launch in (True, False)]
     return _unique([heuristic, *ones, *splits])

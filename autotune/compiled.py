@@ -57,6 +57,9 @@ def reduce_warps(tile_elements: int) -> int:
 class Usage:
     registers: int      # per thread
     spill_bytes: int    # stack or local memory ptxas needed beyond registers
+    # global loads one warp keeps in flight in the streaming loop (read from the SASS; None: not
+    # measured)
+    loads_in_flight: int | None = None
 
     @property
     def spills(self) -> bool:
@@ -66,7 +69,8 @@ class Usage:
 @functools.lru_cache(maxsize=None)
 def _table(path: str = str(TABLE_PATH)) -> dict:
     """{(kernel, state, dtype class, arch): sorted [(elements per thread, Usage)]}, the worst
-    usage over the tile shapes measured at each elements-per-thread."""
+    usage over the tile shapes measured at each elements-per-thread (most registers and spills,
+    fewest loads in flight)."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     if data.get("schema") != SCHEMA_VERSION:
         raise ValueError(f"{path}: schema {data.get('schema')!r}, expected {SCHEMA_VERSION}")
@@ -74,9 +78,15 @@ def _table(path: str = str(TABLE_PATH)) -> dict:
     for e in data["entries"]:
         per_thread = max(1, e["block_axis"] * e["block_inner"] // (32 * e["num_warps"]))
         slot = worst.setdefault((e["kernel"], e["state"], e["dtype"], e["arch"]), {})
-        old = slot.get(per_thread, Usage(0, 0))
+        old = slot.get(per_thread)
+        in_flight = e.get("loads_in_flight")
+        if old is None:
+            slot[per_thread] = Usage(e["registers"], e["spill_bytes"], in_flight)
+            continue
+        known = [n for n in (old.loads_in_flight, in_flight) if n is not None]
+        in_flight = min(known) if known else None
         slot[per_thread] = Usage(max(old.registers, e["registers"]),
-                                 max(old.spill_bytes, e["spill_bytes"]))
+                                 max(old.spill_bytes, e["spill_bytes"]), in_flight)
     return {key: sorted(slot.items()) for key, slot in worst.items()}
 
 

@@ -15,6 +15,13 @@ Per launch, from the config and the problem's sizes (``problem.py``):
 - the look-back's chain of tiles: each tile's inclusive prefix waits for its predecessor's, so a
   look-back launch takes at least ``LOOKBACK_TILE_SECONDS`` per tile along the axis, whatever the
   bandwidth (measured on an H100, see below);
+- a one-launch split's fold: the chain's last program folds the partial states after its own
+  streaming ends, one round trip for the arrival counter and one per ``block_split`` states, each
+  taken as long as a look-back tile's hand-over (``FOLD_ROUND_TRIP_SECONDS``). The fold's code
+  after the streaming loop can change how ptxas schedules that loop: where the compiled one-launch
+  kernel keeps fewer loads in flight per warp than the two-launch split's first kernel at the same
+  tile (``compiled.py``, read from the SASS), its streaming takes longer in that proportion (an
+  H100 once ran such a one-launch split 3x slower than the two launches);
 - launches: each adds the device's launch overhead.
 
 A candidate whose compiled kernel spills is never chosen (infinite cost). On inputs of
@@ -48,6 +55,9 @@ REGISTER_ALLOCATION_UNIT = 8      # registers per thread are allocated in steps 
 # float32: 65,536 tiles of 1024 in 5.51 ms (84 ns a tile), 16,384 tiles of 4096 in 1.48 ms (90 ns
 # a tile), both far above the 0.18 ms the bytes need. Assumed the same on other GPUs.
 LOOKBACK_TILE_SECONDS = 90e-9
+# One dependent global-memory round trip through L2 (an atomic, or a load that waits on it): the
+# same hand-over as a look-back tile's. Not measured apart.
+FOLD_ROUND_TRIP_SECONDS = LOOKBACK_TILE_SECONDS
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,7 @@ class Launch:
     programs: int
     bytes_moved: float
     serial_tiles: int = 0   # tiles one after another (a look-back's tiles along the axis)
+    tail_seconds: float = 0.0   # after the streaming: a one-launch split's fold
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,11 @@ def _launches(problem: Problem, config: dict) -> list[Launch]:
         return [Launch("reduce", axis * lanes, warps, chains, read + written)]
     partials = problem.state_bytes * problem.outputs * splits
     fold = config["block_split"] * lanes
+    if config.get("one_launch", True):
+        round_trips = 1 + -(-splits // config["block_split"])
+        return [Launch("reduce_split_last", axis * lanes, warps, chains * splits,
+                       read + 2 * partials + written,
+                       tail_seconds=round_trips * FOLD_ROUND_TRIP_SECONDS)]
     return [Launch("reduce_split", axis * lanes, warps, chains * splits, read + partials),
             Launch("reduce_partials", fold, warps, chains, partials + written)]
 
@@ -110,11 +126,15 @@ def occupancy(device: Device, launch: Launch, registers: int | None) -> float:
     return min(1.0, programs * launch.num_warps / FULL_BANDWIDTH_WARPS)
 
 
-def launch_seconds(device: Device, launch: Launch, registers: int | None) -> float:
+def launch_seconds(device: Device, launch: Launch, registers: int | None,
+                   latency_bound: float = 1.0) -> float:
+    """``latency_bound``: how many times longer the streaming takes than occupancy alone says
+    (fewer loads in flight than the kernel it stands in for)."""
     busy = min(1.0, launch.programs / device.sms)
-    streaming = (launch.bytes_moved
-                 / (device.copy_bandwidth_bytes_per_s * busy * occupancy(device, launch, registers)))
-    return max(streaming, launch.serial_tiles * LOOKBACK_TILE_SECONDS) + device.launch_overhead_s
+    streaming = latency_bound * (launch.bytes_moved / (device.copy_bandwidth_bytes_per_s * busy
+                                                       * occupancy(device, launch, registers)))
+    return (max(streaming, launch.serial_tiles * LOOKBACK_TILE_SECONDS) + launch.tail_seconds
+            + device.launch_overhead_s)
 
 
 def estimate(problem: Problem, config: dict, device: Device) -> Estimate:
@@ -128,7 +148,13 @@ def estimate(problem: Problem, config: dict, device: Device) -> Estimate:
         registers = usage.registers if usage else None
         spills = spills or bool(usage and usage.spills)
         most = registers if most is None else max(most, registers or 0)
-        seconds += launch_seconds(device, launch, registers)
+        latency_bound = 1.0
+        if launch.kernel == "reduce_split_last" and usage and usage.loads_in_flight:
+            twin = compiled.usage("reduce_split", state, problem.dtype, arch,
+                                  launch.tile_elements, launch.num_warps)
+            if twin and twin.loads_in_flight and twin.loads_in_flight > usage.loads_in_flight:
+                latency_bound = twin.loads_in_flight / usage.loads_in_flight
+        seconds += launch_seconds(device, launch, registers, latency_bound)
     return Estimate(tuple(launches), math.inf if spills else seconds, spills, most)
 
 

@@ -33,7 +33,7 @@ from .devices import Device
 from .problem import Problem
 
 # Bump when the candidates, the cost model or the kernels change what a stored choice means.
-SELECT_VERSION = 1
+SELECT_VERSION = 2
 TABLE = "table"   # Choice.source of a shipped-table entry
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 # Reduce functions by the partial state they carry (tritonml/ops/reduce.py, ReduceCombine.state).

@@ -106,6 +106,10 @@ REDUCE_COLUMNS_MIN_BLOCK_INNER = 32
 # that traffic is <= 2 x 16 / 1024 = 3.1% of the input (float32 SUM: 2 x 8 / 4096 = 0.4%), inside
 # the 1.05x bound on bytes moved.
 REDUCE_SPLIT_MIN_AXIS_PER_PROGRAM = 1024
+# The candidates (autotune/candidates.py) see the dtype, so their split programs fold as few
+# reduced positions as keep the partial states (written once, read back once) within this share of
+# the input's bytes: float32 SUM (8-byte state) 2 x 8 / (4 x 200) = 2%, int8 SUM 2 x 8 / 800.
+REDUCE_SPLIT_MAX_PARTIAL_SHARE = 0.02
 # Bytes an input element is counted at when the heuristic weighs a split's second launch against
 # one launch that leaves SMs idle (it does not see the dtype): float32's, the common case.
 REDUCE_ASSUMED_ELEMENT_BYTES = 4

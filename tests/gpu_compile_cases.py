@@ -8,6 +8,8 @@ puts the repository root on ``sys.path``).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 
 import torch
@@ -168,6 +170,9 @@ def welford_reduce_launches(dtypes=WELFORD_DTYPES, regimes=tuple(WELFORD_REGIME_
             _plan.clear()  # a remembered plan would not ask the patched heuristics again
             with _trace.record(execute=False) as rec:
                 reduce_with(welford, x, axes)
+                if chosen[-1].regime == "split":   # and its two-launch twin
+                    reduce_with(welford, x, axes,
+                                config=dataclasses.replace(chosen[-1], one_launch=False))
             _plan.clear()
             assert chosen[-1].regime == regime, (regime, chosen[-1])
             for launch in rec.launches:

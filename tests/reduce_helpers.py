@@ -8,6 +8,8 @@ in 64-bit numpy integers (wrapping modulo 2**64, then cast to the output dtype, 
 """
 from __future__ import annotations
 
+import dataclasses
+
 import math
 
 import numpy as np
@@ -234,6 +236,9 @@ def gpu_reduce_launches(cases):
             _plan.clear()  # a remembered plan would not ask the patched heuristics again
             with _trace.record(execute=False) as rec:
                 reduce_axes(x, axes, COMBINES[ReduceFunction[function]])
+                if chosen[-1].regime == "split":   # and its two-launch twin
+                    reduce_axes(x, axes, COMBINES[ReduceFunction[function]],
+                                config=dataclasses.replace(chosen[-1], one_launch=False))
             _plan.clear()
             regime = chosen[-1].regime
             assert not isinstance(where, str) or regime == where, (where, chosen[-1])

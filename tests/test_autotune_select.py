@@ -20,6 +20,7 @@ from tritonml._layout import axis_layout, reduce_layout
 from tritonml.ops.reduce import COMBINES, ReduceFunction
 from tritonml_autotune import (candidates, compiled, cost, devices, engine, heuristics, select,
                                shipped, spaces, suite)
+from tritonml_autotune.problem import Problem
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = (devices.H100, devices.A100)
@@ -273,7 +274,8 @@ def spill_bytes_measured(launch, dtype, arch, op):
     kernel = {"scan_tiled_kernel": "scan_tiled", "scan_lookback_kernel": "scan_lookback",
               "reduce_partials_kernel": "reduce_partials"}.get(launch.name)
     if launch.name == "reduce_kernel":
-        kernel = "reduce_split" if launch.meta["WRITE_PARTIAL"] else "reduce"
+        kernel = ("reduce_split_last" if launch.meta["FOLD_LAST"] else
+                  "reduce_split" if launch.meta["WRITE_PARTIAL"] else "reduce")
     tile = launch.meta.get("BLOCK_SPLIT", launch.meta.get("BLOCK_AXIS")) * launch.meta["BLOCK_INNER"]
     per_thread = max(1, tile // (32 * launch.meta["num_warps"]))
     state = "value+index" if op in ("ARGMAX", "ARGMIN") else "value"
@@ -382,3 +384,41 @@ def test_the_look_back_is_modeled_as_a_chain_of_tiles_and_takes_taller_tiles():
         seconds = cost.estimate(plan.problem, config, devices.H100).seconds
         chain = (1 << 26) // block_axis * cost.LOOKBACK_TILE_SECONDS
         assert chain <= seconds <= chain + 2 * devices.H100.launch_overhead_s, (block_axis, seconds)
+
+
+# ---------------------------------------------------------------------------------------------
+# One-launch splits in the cost model
+# ---------------------------------------------------------------------------------------------
+SPLIT_PROBLEM = Problem("reduce", "SUM", "float32", 4, 8, 4, 4096, 512, 1, False)
+ONE_LAUNCH_SPLIT = dict(regime="split", block_axis=512, block_inner=8, num_warps=8, splits=3,
+                        block_split=4, one_launch=True)
+
+
+def _usage_with_loads_in_flight(one_launch: int, two_launch: int):
+    def usage(kernel, *args):
+        return compiled.Usage(64, 0, one_launch if kernel == "reduce_split_last" else two_launch)
+    return usage
+
+
+@pytest.mark.parametrize("one_launch, two_launch", [(1, 3), (2, 2), (3, 2)])
+def test_a_one_launch_split_with_fewer_loads_in_flight_than_its_twin_streams_slower(
+        monkeypatch, one_launch, two_launch):
+    monkeypatch.setattr(compiled, "usage", _usage_with_loads_in_flight(one_launch, two_launch))
+    device = devices.H100
+    estimate = cost.estimate(SPLIT_PROBLEM, ONE_LAUNCH_SPLIT, device)
+    # By hand: 64 chains x 3 splits = 192 programs (every SM busy); 8 warps at 64 registers fill
+    # an SM's bandwidth; bytes = input + partial states written and read back + output.
+    partials = 8 * 512 * 3
+    moved = 4096 * 512 * 4 + 2 * partials + 512 * 4
+    streaming = moved / device.copy_bandwidth_bytes_per_s * max(1.0, two_launch / one_launch)
+    fold = (1 + 1) * cost.FOLD_ROUND_TRIP_SECONDS   # the arrival counter, then 3 states <= 4
+    assert [launch.programs for launch in estimate.launches] == [192]
+    assert estimate.seconds == pytest.approx(streaming + fold + device.launch_overhead_s)
+
+
+def test_the_model_prefers_the_one_launch_split_unless_its_loop_loses_loads_in_flight(monkeypatch):
+    two = dict(ONE_LAUNCH_SPLIT, one_launch=False)
+    for one_launch, two_launch, better in ((2, 2, "one"), (1, 4, "two")):
+        monkeypatch.setattr(compiled, "usage", _usage_with_loads_in_flight(one_launch, two_launch))
+        seconds = cost.costs(SPLIT_PROBLEM, [ONE_LAUNCH_SPLIT, two], devices.H100)
+        assert (seconds[0] < seconds[1]) == (better == "one"), (one_launch, two_launch, seconds)

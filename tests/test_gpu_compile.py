@@ -88,3 +88,53 @@ def test_workers_run_the_module_from_any_working_directory(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("PYTHONPATH", raising=False)
     assert compile_in_subprocess([], archs=(80,), timeout=300) == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the SASS: loads in flight in the busiest loop
+# ---------------------------------------------------------------------------------------------
+def _sass(lines):
+    return "\n".join(f"        /*{16 * i:04x}*/   {text} ;   /* 0x0 */" for i, text in enumerate(lines))
+
+
+LOOP_TWO_THEN_ONE = [
+    "MOV R2, RZ",
+    "@P0 LDG.E.128 R8, desc[UR4][R4.64]",      # 0x10: the loop starts here
+    "@P1 LDG.E.128 R12, desc[UR4][R6.64]",     # two loads issued...
+    "FADD R20, R8, R20",                       # ...before R8 is read
+    "LDG.E R16, desc[UR4][R4.64+0x200]",
+    "FADD R21, R16, R21",                      # one, read at once
+    "IADD3 R4, P2, R4, 0x400, RZ",
+    "@!P3 BRA 0x10",
+    "STG.E desc[UR4][R30.64], R20",
+    "EXIT",
+]
+
+
+def test_loads_in_flight_counts_the_loads_issued_before_one_is_read():
+    from tritonml.bench.gpu_compile import loads_in_flight
+
+    assert loads_in_flight(_sass(LOOP_TWO_THEN_ONE)) == 2
+    # A store that reads a loaded register waits on the load as an ALU instruction does.
+    serial = ["LDG.E.64 R8, desc[UR4][R4.64]", "STG.E.64 desc[UR4][R6.64], R8",
+              "LDG.E.64 R10, desc[UR4][R4.64+0x8]", "STG.E.64 desc[UR4][R6.64+0x8], R10",
+              "@P0 BRA 0x0"]
+    assert loads_in_flight(_sass(serial)) == 1
+    # Only loops count: straight-line loads are not a streaming loop.
+    assert loads_in_flight(_sass(LOOP_TWO_THEN_ONE[:7] + ["EXIT"])) == 0
+    # A load whose address comes from an earlier load (a pointer chase) waits for it.
+    chase = ["LDG.E.64 R8, desc[UR4][R4.64]", "LDG.E R10, desc[UR4][R8.64]",
+             "FADD R1, R10, R1", "@P0 BRA 0x0"]
+    assert loads_in_flight(_sass(chase)) == 1
+
+
+def test_loads_in_flight_of_a_compiled_reduction_is_read_for_sm90():
+    """The summary of a real compile carries the count (the cost model reads it from
+    autotune/tables/compiled.json): a float32 row reduction's loop issues 128-bit loads, at least
+    one of them in flight."""
+    from reduce_helpers import dedupe, gpu_reduce_launches
+
+    descriptions = dedupe(gpu_reduce_launches([("rows", "SUM", __import__("torch").float32)]))
+    (result,) = compile_in_subprocess(descriptions, archs=(90,))
+    assert result["ok"], result.get("error")
+    assert 1 <= result["loads_in_flight"] <= 16

@@ -1,7 +1,8 @@
-"""The reduce kernels' regimes, forced with config=: rows, columns, the two-stage split; their
-launches, determinism, the float32 accuracy bound, 64-bit indexing, and the heuristics' choices."""
+"""The reduce kernels' regimes, forced with config=: rows, columns, the split in one launch and in
+two; their launches, determinism, the float32 accuracy bound, 64-bit indexing, and the heuristics' choices."""
 from __future__ import annotations
 
+import dataclasses
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ import tritonml
 from tritonml import _trace
 from tritonml._config import ReduceConfig
 from tritonml._layout import ReduceLayout, reduce_layout
+from tritonml.ops import _resident
 from tritonml.ops.reduce import COMBINES, ReduceFunction, launch_reduce, reduce_axes
 from tritonml_autotune import spaces
 from tritonml_autotune.heuristics import reduce_config
@@ -25,14 +27,20 @@ REGIMES = {
     "rows, axes apart": ((5, 6, 40), (0, 2), ReduceConfig("rows", 64, 4), ("reduce_kernel",)),
     "columns": ((200, 6), (0,), ReduceConfig("columns", 64, 4), ("reduce_kernel",)),
     "columns, strided": ((40, 5, 12), (0, 1), ReduceConfig("columns", 64, 8), ("reduce_kernel",)),
-    # 1000 positions in 5 splits of 256: the fifth split is empty (identity partials)
+    # 1000 positions in 5 splits of 256: the fifth split is empty (identity partials). One launch:
+    # the chain's last program folds the partial states.
     "split": ((1000,), None, ReduceConfig("split", 64, 1, splits=5, block_split=2),
-              ("reduce_kernel", "reduce_partials_kernel")),
+              ("reduce_kernel",)),
     "split columns": ((600, 5), (0,), ReduceConfig("split", 32, 8, splits=5, block_split=2),
-                      ("reduce_kernel", "reduce_partials_kernel")),
+                      ("reduce_kernel",)),
     "split axes apart": ((8, 3, 25), (0, 2), ReduceConfig("split", 32, 4, splits=3, block_split=4),
-                         ("reduce_kernel", "reduce_partials_kernel")),
+                         ("reduce_kernel",)),
 }
+# The same splits folding in a second launch.
+REGIMES.update({
+    f"{name}, two launches": (shape, axes, dataclasses.replace(config, one_launch=False),
+                              ("reduce_kernel", "reduce_partials_kernel"))
+    for name, (shape, axes, config, _) in list(REGIMES.items()) if config.regime == "split"})
 
 
 def _reduce(x, function, axes, config, **kwargs):
@@ -57,7 +65,8 @@ def test_regime_matches_oracle_for_every_function(regime, dtype):
                        f"{regime} {function} {dtype}")
 
 
-@pytest.mark.parametrize("regime", ["rows", "columns", "split", "split columns"])
+@pytest.mark.parametrize("regime", ["rows", "columns", "split", "split columns",
+                                    "split columns, two launches"])
 def test_argmax_first_nan_and_first_tie_across_tiles_lanes_and_splits(regime):
     shape, axes, config, _ = REGIMES[regime]
     x = torch.zeros(shape)
@@ -95,6 +104,39 @@ def test_results_are_bitwise_identical_run_to_run(regime):
     assert bits(tritonml.reduce(x, "sum")) == bits(tritonml.reduce(x, "sum"))
 
 
+@pytest.mark.parametrize("regime", [name for name in REGIMES
+                                    if REGIMES[name][2].regime == "split" and "two" not in name])
+def test_one_launch_split_gives_the_two_launch_bits_and_leaves_its_counters_at_zero(regime):
+    shape, axes, config, _ = REGIMES[regime]
+    _resident.clear()
+    for function in ("SUM", "ARGMIN", "LOG_SUM_EXP", "MAX"):
+        x = make_input(shape, torch.float32, function, seed=11)
+        one = _reduce(x, function, axes, config)
+        two = _reduce(x, function, axes, dataclasses.replace(config, one_launch=False))
+        assert bits(one) == bits(two), (regime, function)
+        assert_matches(one, expected_tensor(x, function, axes), f"{regime} {function}")
+    (arrivals, uses), = _resident._workspaces.values()
+    assert uses == 4 and not arrivals.any()
+
+
+def test_a_failed_one_launch_split_drops_its_counters(monkeypatch):
+    """A kernel interrupted part way may leave counters above 0: the next call must not use them."""
+    shape, axes, config, _ = REGIMES["split columns"]
+    x = make_input(shape, torch.float32, "SUM", seed=3)
+    want = _reduce(x, "SUM", axes, config)
+    held = next(iter(_resident._workspaces.values()))[0]
+    held[:] = 1   # as if a launch had stopped after its first program
+
+    def fail(*args, **kwargs):
+        raise KeyboardInterrupt
+    with monkeypatch.context() as m:
+        m.setattr(_trace, "launch_prepared", fail)
+        with pytest.raises(KeyboardInterrupt):
+            _reduce(x, "SUM", axes, dataclasses.replace(config, block_split=4))
+    assert not _resident._workspaces
+    assert bits(_reduce(x, "SUM", axes, config)) == bits(want)
+
+
 def test_float32_sum_of_2_to_24_uniform_values_is_within_1e_minus_6():
     x = torch.rand(1 << 24, generator=torch.Generator().manual_seed(24))
     exact = np.sum(x.numpy().astype(np.float64))
@@ -111,7 +153,8 @@ def test_64_bit_offsets_give_the_same_result(function, monkeypatch):
     x = make_input((5, 6, 70), torch.float32, function).transpose(1, 2)
     axes = (0, 1)
     combine = COMBINES[ReduceFunction[function]]
-    for config in (ReduceConfig("rows", 32, 4), ReduceConfig("split", 32, 2, splits=3, block_split=2)):
+    for config in (ReduceConfig("rows", 32, 4), ReduceConfig("split", 32, 2, splits=3, block_split=2),
+                   ReduceConfig("split", 32, 2, splits=3, block_split=2, one_launch=False)):
         want = _reduce(x, function, axes, config)
         out = torch.empty_like(want)
         layout = reduce_layout(tuple(x.shape), x.stride(), out.stride(), axes,

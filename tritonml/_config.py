@@ -63,13 +63,15 @@ class ReduceConfig:
 
     regime: "rows" (the reduced memory is contiguous: tall tiles), "columns" (a kept dim is
         contiguous: wide tiles coalesced along it), "split" (few outputs from a long reduction: the
-        reduced range split over ``splits`` programs per chain, then a second launch folds their
-        partial states in a fixed order). All three run the same first kernel; "rows" and
-        "columns" differ only in the tile.
+        reduced range split over ``splits`` programs per chain, whose partial states then fold in
+        a fixed order). All three run the same first kernel; "rows" and "columns" differ only in
+        the tile.
     block_axis, block_inner: tile shape (reduced positions x outputs), powers of two.
     num_warps: warps per program on a GPU (ignored by the interpreter).
     splits: programs per chain; 1 for "rows"/"columns", >= 2 for "split".
-    block_split: partial states the second launch folds per step (a power of two).
+    block_split: partial states folded per step (a power of two).
+    one_launch: "split" only: the chain's last program to finish folds the partial states (one
+        launch); False: a second launch folds them. Both give the same bits.
     """
     regime: str
     block_axis: int
@@ -77,6 +79,7 @@ class ReduceConfig:
     num_warps: int = 4
     splits: int = 1
     block_split: int = 64
+    one_launch: bool = True
 
     def validate(self, name: str = "config") -> None:
         _check_regime_and_tiles(self, name, REDUCE_REGIMES,
@@ -86,6 +89,8 @@ class ReduceConfig:
         if self.regime == "split" and not 2 <= self.splits <= MAX_REDUCE_SPLITS:
             raise ValueError(f"{name}.splits: the split regime needs 2 to {MAX_REDUCE_SPLITS} "
                              f"splits, got {self.splits}")
+        if not isinstance(self.one_launch, bool):
+            raise TypeError(f"{name}.one_launch: expected a bool, got {self.one_launch!r}")
         if self.regime != "split" and self.splits != 1:
             raise ValueError(f"{name}.splits: regime {self.regime!r} runs one program per chain; "
                              f"splits must be 1, got {self.splits}")

@@ -10,6 +10,7 @@ A tool of the repository, not part of the installed package: it imports tritonml
 """
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import sys
@@ -32,10 +33,10 @@ from benchmarks.gpu_compile import compile_in_subprocess, describe  # noqa: E402
 OUTPUT = ROOT / "autotune" / "tables" / compiled.FILE_NAME
 ARCHS = (80, 90)
 # Tile elements measured per kernel, with the warps the candidates use at that size
-# (``tritonml_autotune.candidates``); lanes along the inner dim: 1, 32 and 128.
+# (``tritonml_autotune.candidates``); lanes along the inner dim: 1, 8, 16, 32 and 128.
 SCAN_ELEMENTS = (512, 1024, 2048)
 REDUCE_ELEMENTS = (1024, 2048, 4096)
-LANES = (1, 32, 128)
+LANES = (1, 8, 16, 32, 128)
 # The reduce functions that stand for each state class (compiled.STATE_CLASS).
 REDUCE_FUNCTIONS = {"value": "SUM", "value+index": "ARGMAX"}
 
@@ -59,14 +60,20 @@ def _reduce_launches(dtype, elements, lanes):
     for state, function in REDUCE_FUNCTIONS.items():
         combine = COMBINES[ReduceFunction[function]]
         one = ReduceConfig("columns" if lanes > 1 else "rows", elements // lanes, lanes, warps)
-        split = ReduceConfig("split", elements // lanes, lanes, warps, 8, min(64, 4096 // lanes))
+        split = ReduceConfig("split", elements // lanes, lanes, warps, 8, min(64, 4096 // lanes),
+                             one_launch=False)
+        # The chain's last program folds the 8 partial states 8 at a time, as the candidates'
+        # block_split (the next power of two of the splits) would.
+        split_last = dataclasses.replace(split, one_launch=True, block_split=8)
         with _trace.record(execute=False) as rec:
             reduce_axes(x, axes, combine, config=one)
             reduce_axes(x, axes, combine, config=split)
-        first, split_first, partials = rec.launches
+            reduce_axes(x, axes, combine, config=split_last)
+        first, split_first, partials, split_folding = rec.launches
         yield "reduce", state, first
         yield "reduce_split", state, split_first
         yield "reduce_partials", state, partials
+        yield "reduce_split_last", state, split_folding
 
 
 def launches():
@@ -98,6 +105,7 @@ def main() -> None:
                                f"{result['error']}")
         entries.append(dict(cases[i // len(ARCHS)], arch=result["arch"],
                             registers=result["registers"],
+                            loads_in_flight=result.get("loads_in_flight"),
                             spill_bytes=max(result.get("stack_bytes", 0),
                                             result.get("local_bytes", 0))))
     import triton

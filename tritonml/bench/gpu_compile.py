@@ -124,17 +124,62 @@ def compile_description(desc: dict, arch: int):
 _ACCESS = re.compile(r"\b(ld|st)\.global(?:\.[a-z0-9]+)*?(?:\.v(\d))?\.(b|f|u|s)(\d+)\b")
 
 
-def _resource_usage(cubin: bytes) -> dict:
-    """Registers and spill bytes from the cubin, via the cuobjdump that ships with Triton."""
+def _cuobjdump(cubin: bytes, flag: str) -> str | None:
+    """``cuobjdump <flag>`` of the cubin, with the cuobjdump that ships with Triton (None without)."""
     import triton
     tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     if not os.path.exists(tool):
-        return {}
+        return None
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
-        text = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True).stdout
-    usage = {}
+        return subprocess.run([tool, flag, f.name], capture_output=True, text=True).stdout
+
+
+# SASS: "/*0670*/  @P3 LDG.E.128 R8, desc[UR8][R36.64] ;"
+_SASS_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+_SASS_REGISTER = re.compile(r"\bR(\d+)\b")
+
+
+def loads_in_flight(sass: str) -> int:
+    """Global loads one warp has in flight at once in the kernel's busiest loop (the loop with the
+    most LDG instructions): the longest run of loads issued before an instruction reads the result
+    of one of them. The streaming loop of a memory-bound kernel hides memory latency with these and
+    with resident warps; 0 when there is no loop with a global load."""
+    instructions = []
+    for line in sass.splitlines():
+        if m := _SASS_INSTRUCTION.search(line):
+            instructions.append((int(m.group(1), 16), m.group(2), m.group(3)))
+    best = (0, 0)   # (loads in the loop, most in flight)
+    for address, opcode, operands in instructions:
+        target = re.search(r"0x([0-9a-f]+)", operands) if opcode.startswith("BRA") else None
+        if target is None or int(target.group(1), 16) >= address:
+            continue
+        body = [i for i in instructions if int(target.group(1), 16) <= i[0] <= address]
+        pending, run, most, loads = set(), 0, 0, 0
+        for _, op, args in body:
+            written, _, read = args.partition(",")
+            if op.startswith(("ST", "RED", "ATOM")):
+                read = args   # stores and atomics read every operand
+            if {int(r) for r in _SASS_REGISTER.findall(read)} & pending:
+                most, pending, run = max(most, run), set(), 0
+            if op.startswith("LDG"):
+                loads += 1
+                first = _SASS_REGISTER.search(written)
+                width = 4 if ".128" in op else 2 if ".64" in op else 1
+                if first:
+                    pending |= set(range(int(first.group(1)), int(first.group(1)) + width))
+                run += 1
+        best = max(best, (loads, max(most, run)))
+    return best[1]
+
+
+def _resource_usage(cubin: bytes) -> dict:
+    """Registers and spill bytes from the cubin, and the busiest loop's loads in flight."""
+    text = _cuobjdump(cubin, "-res-usage")
+    if text is None:
+        return {}
+    usage = {"loads_in_flight": loads_in_flight(_cuobjdump(cubin, "-sass") or "")}
     if m := re.search(r"REG:(\d+)", text):
         usage["registers"] = int(m.group(1))
     if m := re.search(r"STACK:(\d+)", text):
@@ -145,7 +190,8 @@ def _resource_usage(cubin: bytes) -> dict:
 
 
 def summarize(compiled) -> dict:
-    """Widest vector access (bits) of global loads and stores, registers, spills."""
+    """Widest vector access (bits) of global loads and stores, registers, spills, and the loads
+    one warp keeps in flight in the busiest loop (``loads_in_flight``)."""
     widths = {"ld": [], "st": []}
     for m in _ACCESS.finditer(compiled.asm["ptx"]):
         op, vec, _, bits = m.group(1), m.group(2), m.group(3), int(m.group(4))

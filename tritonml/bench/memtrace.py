@@ -233,6 +233,10 @@ def _nbytes(t) -> int:
 class _TorchWorkCounter(TorchDispatchMode):
     """Counts torch operations run outside interpreted kernels (i.e. by the launcher)."""
 
+    # It only watches: launches under it run eagerly, and may keep resident workspaces
+    # (tritonml/ops/_resident.py), whose one-time zeroing no call's traffic includes.
+    observes_only = True
+
     def __init__(self, trace: MemTrace):
         super().__init__()
         self.trace = trace

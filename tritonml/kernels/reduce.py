@@ -20,8 +20,13 @@ lane, BLOCK_AXIS times shorter than the axis), and folds the lanes once at the e
 - "rows" (the reduced memory is the contiguous one): a tall tile, loads coalesce along dim 0.
 - "columns" (a kept dim is contiguous): a wide tile, loads coalesce along the inner dim.
 - "split" (few outputs, long reduction): the same kernel with a second grid dimension splitting the
-  reduced range; each program writes its folded state to a workspace (WRITE_PARTIAL) and
-  ``reduce_partials_kernel`` folds those states in a fixed order and finishes. No atomics.
+  reduced range; each program writes its folded state to a workspace (WRITE_PARTIAL). With
+  FOLD_LAST (one launch), each program then counts itself in on its chain's arrival counter (one
+  integer atomic, acquire-release) and the last to arrive folds the chain's partial states in a
+  fixed order, finishes, and puts the counter back to 0 for the next launch (a resident workspace,
+  tritonml/ops/_resident.py); the "last block" pattern of CUDA's threadFenceReduction sample and of
+  CUB's single-pass reductions. Without it, ``reduce_partials_kernel`` folds them in a second
+  launch. Either way the states fold in the same order, so both give the same bits.
 
 Every input element is read once; the outputs (or the partial states) are written once.
 
@@ -67,8 +72,9 @@ def _reduced_offsets(r, red_sizes, x_red_strides, red_weights,
 @triton.jit
 def reduce_kernel(
     # pointers: the input(s), the output(s), and (WRITE_PARTIAL only) the partial-state
-    # workspace(s); each a tuple with PTR_TUPLES, else one tensor (aux_ptr: state component 1)
-    x_ptr, out_ptr, state_ptr, aux_ptr,
+    # workspace(s); each a tuple with PTR_TUPLES, else one tensor (aux_ptr: state component 1);
+    # (FOLD_LAST only) the per-chain arrival counters, int32, 0 at the start
+    x_ptr, out_ptr, state_ptr, aux_ptr, arrivals_ptr,
     # sizes: reduced elements in all, per split program
     red_len, split_len,
     # layout (tritonml._layout.ReduceLayout.kernel_args): lengths, then strides in elements; the
@@ -83,15 +89,17 @@ def reduce_kernel(
     LOAD_DTYPES: tl.constexpr, STATE_DTYPES: tl.constexpr, IDENTITIES: tl.constexpr,
     PTR_TUPLES: tl.constexpr,
     NEEDS_INDEX: tl.constexpr, RED_DIMS: tl.constexpr, WRITE_PARTIAL: tl.constexpr,
-    NEGATE_X: tl.constexpr, NEGATE_OUT: tl.constexpr,
+    FOLD_LAST: tl.constexpr, NEGATE_X: tl.constexpr, NEGATE_OUT: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
+    BLOCK_SPLIT: tl.constexpr,
 ):
     """Grid (chains, splits): chains = outer_len * cdiv(inner_len, BLOCK_INNER); program (c, s)
     folds reduced positions [s * split_len, (s + 1) * split_len) of chain c (split_len a multiple of
     BLOCK_AXIS, or >= red_len with one split).
 
     Writes FINISH(state) to the outputs ([BLOCK_INNER] each), or with WRITE_PARTIAL component i of
-    the folded state to its workspace at [(c * splits + s) * BLOCK_INNER + j].
+    the folded state to its workspace at [(c * splits + s) * BLOCK_INNER + j]; with FOLD_LAST as
+    well, the chain's last program to finish folds those (BLOCK_SPLIT at a time) into the outputs.
 
     PTR_TUPLES: x_ptr, out_ptr and state_ptr are tuples (one pointer per input, output and state
     component; ``tritonml.reduce_with``); else single tensors, aux_ptr holding state component 1
@@ -140,10 +148,20 @@ def reduce_kernel(
     lane = tl.arange(0, BLOCK_INNER)
     lane_mask = tl.reshape(inner_mask, [BLOCK_INNER])
     if WRITE_PARTIAL:
-        slot = (chain * tl.num_programs(1) + split) * BLOCK_INNER + lane
+        splits = tl.num_programs(1)
+        slot = (chain * splits + split) * BLOCK_INNER + lane
         for i in tl.static_range(len(STATE_DTYPES)):
             tl.store(_state_nth(state_ptr, aux_ptr, i, PTR_TUPLES) + slot,
                      state[i].to(STATE_DTYPES[i]), mask=lane_mask)
+        if FOLD_LAST:
+            # Every thread's partial store is ordered before the one thread's release (as the
+            # look-back's _publish); the acquire half makes the others' partials visible to the
+            # last program, whose loads then read them from L2 (.cg).
+            tl.debug_barrier()
+            _fold_if_last(state_ptr, aux_ptr, out_ptr, arrivals_ptr, chain, splits, red_len,
+                          inner_len, outer_sizes, out_inner_stride, out_outer_strides, MERGE,
+                          ALONG, FINISH, STATE_DTYPES, IDENTITIES, PTR_TUPLES, NEGATE_OUT,
+                          INDEX_64, BLOCK_SPLIT, BLOCK_INNER)
     else:
         _store_outputs(out_ptr, tl.reshape(out_offs, [BLOCK_INNER]), lane_mask,
                        FINISH(state, red_len), NEGATE_OUT, PTR_TUPLES)
@@ -194,8 +212,8 @@ def reduce_partials_kernel(
     NEGATE_OUT: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_SPLIT: tl.constexpr, BLOCK_INNER: tl.constexpr,
 ):
-    """Stage 2 of "split": one program per chain folds its ``splits`` partial states
-    ([BLOCK_SPLIT, BLOCK_INNER] at a time, always in the same order) and writes FINISH(state)."""
+    """Stage 2 of a two-launch "split": one program per chain folds its ``splits`` partial states
+    and writes FINISH(state)."""
     chain = tl.program_id(0)
     if INDEX_64:
         chain = chain.to(tl.int64)
@@ -204,7 +222,19 @@ def reduce_partials_kernel(
         out_inner_stride, INDEX_64, BLOCK_INNER)
     lane = tl.arange(0, BLOCK_INNER)
     lane_mask = tl.reshape(inner_mask, [BLOCK_INNER])
+    state = _fold_partials(state_ptr, aux_ptr, chain, splits, lane, lane_mask, MERGE, ALONG,
+                           STATE_DTYPES, IDENTITIES, PTR_TUPLES, BLOCK_SPLIT, BLOCK_INNER)
+    _store_outputs(out_ptr, tl.reshape(out_offs, [BLOCK_INNER]), lane_mask,
+                   FINISH(state, red_len), NEGATE_OUT, PTR_TUPLES)
 
+
+@triton.jit
+def _fold_partials(state_ptr, aux_ptr, chain, splits, lane, lane_mask, MERGE: tl.constexpr,
+                   ALONG: tl.constexpr, STATE_DTYPES: tl.constexpr, IDENTITIES: tl.constexpr,
+                   PTR_TUPLES: tl.constexpr, BLOCK_SPLIT: tl.constexpr,
+                   BLOCK_INNER: tl.constexpr):
+    """A chain's ``splits`` partial states folded [BLOCK_SPLIT, BLOCK_INNER] at a time, always in
+    the same order: [BLOCK_INNER] per component."""
     state = full_state([BLOCK_SPLIT, BLOCK_INNER], IDENTITIES, STATE_DTYPES)
     for s_start in range(0, splits, BLOCK_SPLIT):
         s = s_start + tl.arange(0, BLOCK_SPLIT)[:, None]   # [BLOCK_SPLIT, 1]
@@ -212,11 +242,30 @@ def reduce_partials_kernel(
         mask = (s < splits) & lane_mask[None, :]
         parts = ()
         for i in tl.static_range(len(STATE_DTYPES)):
+            # .cg: other programs wrote these; read them from L2, never from a stale L1 line.
             parts = parts + (tl.load(_state_nth(state_ptr, aux_ptr, i, PTR_TUPLES) + slot,
-                                     mask=mask, other=0),)
+                                     mask=mask, other=0, cache_modifier=".cg"),)
         state = cast_state(MERGE(state, where_state(mask, parts, IDENTITIES, STATE_DTYPES)),
                            STATE_DTYPES)
-    state = ALONG(state, MERGE)
+    return ALONG(state, MERGE)
 
-    _store_outputs(out_ptr, tl.reshape(out_offs, [BLOCK_INNER]), lane_mask,
-                   FINISH(state, red_len), NEGATE_OUT, PTR_TUPLES)
+
+@triton.jit(noinline=True)
+def _fold_if_last(state_ptr, aux_ptr, out_ptr, arrivals_ptr, chain, splits, red_len, inner_len,
+                  outer_sizes, out_inner_stride, out_outer_strides, MERGE: tl.constexpr,
+                  ALONG: tl.constexpr, FINISH: tl.constexpr, STATE_DTYPES: tl.constexpr,
+                  IDENTITIES: tl.constexpr, PTR_TUPLES: tl.constexpr, NEGATE_OUT: tl.constexpr,
+                  INDEX_64: tl.constexpr, BLOCK_SPLIT: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    arrived = tl.atomic_add(arrivals_ptr + chain, 1, sem="acq_rel", scope="gpu")
+    if arrived == splits - 1:
+        tl.atomic_xchg(arrivals_ptr + chain, 0)   # every program of the chain has arrived
+        _, out_offs, inner_mask = chain_offsets(
+            chain, inner_len, outer_sizes, out_outer_strides, out_outer_strides,
+            out_inner_stride, out_inner_stride, INDEX_64, BLOCK_INNER)
+        lane = tl.arange(0, BLOCK_INNER)
+        lane_mask = tl.reshape(inner_mask, [BLOCK_INNER])
+        folded = _fold_partials(state_ptr, aux_ptr, chain, splits, lane, lane_mask, MERGE,
+                                ALONG, STATE_DTYPES, IDENTITIES, PTR_TUPLES, BLOCK_SPLIT,
+                                BLOCK_INNER)
+        _store_outputs(out_ptr, tl.reshape(out_offs, [BLOCK_INNER]), lane_mask,
+                       FINISH(folded, red_len), NEGATE_OUT, PTR_TUPLES)

@@ -50,10 +50,14 @@ import triton.language as tl
 from .combine import scan_along
 from .indexing import chain_position, outer_index, strided_offset
 
-# Tile states in the look-back kernel's status words.
-STATE_EMPTY = tl.constexpr(0)      # nothing published yet (the workspace starts zeroed)
+# Tile states in the look-back kernel's status words. A status word is EPOCH_STATES * epoch + state,
+# int64: words an earlier launch wrote carry a smaller epoch, so they read as nothing published, and
+# the workspace never needs clearing (tritonml/ops/_resident.py).
 STATE_AGGREGATE = tl.constexpr(1)  # the tile's own total is readable
 STATE_PREFIX = tl.constexpr(2)     # the inclusive prefix (everything up to and including it) is readable
+EPOCH_STATES = tl.constexpr(4)
+# The ticket word: epoch * TICKET_SPAN + tickets drawn in this launch.
+TICKET_SPAN = tl.constexpr(1 << 32)
 
 
 @triton.jit
@@ -239,15 +243,15 @@ def scan_tiled_kernel(
 
 
 @triton.jit
-def _publish(values_ptrs, status_ptr, slot, values, state, BLOCK_INNER: tl.constexpr):
+def _publish(values_ptrs, status_ptr, slot, values, status, BLOCK_INNER: tl.constexpr):
     """Write a tile's [1, BLOCK_INNER] components to their slots (the workspaces: one per data
-    component; a FLAGGED state's flag is not stored, see the module docstring), then flip its
-    state with release order."""
+    component; a FLAGGED state's flag is not stored, see the module docstring), then set its
+    status word (epoch and state) with release order."""
     for c in tl.static_range(len(values_ptrs)):
         tl.store(values_ptrs[c] + slot * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :], values[c])
     # Every thread's store must be ordered before the one thread that performs the release.
     tl.debug_barrier()
-    tl.atomic_xchg(status_ptr + 1 + slot, state, sem="release", scope="gpu")
+    tl.atomic_xchg(status_ptr + 1 + slot, status, sem="release", scope="gpu")
 
 
 @triton.jit
@@ -263,20 +267,22 @@ def _read_published(values_ptrs, slot, FLAGGED: tl.constexpr, BLOCK_INNER: tl.co
 
 
 @triton.jit
-def _wait_for_state(status_ptr, slot):
-    state = tl.atomic_add(status_ptr + 1 + slot, 0, sem="acquire", scope="gpu")
-    while state == STATE_EMPTY:
-        state = tl.atomic_add(status_ptr + 1 + slot, 0, sem="acquire", scope="gpu")
-    return state
+def _wait_for_state(status_ptr, slot, epoch_base):
+    """The state a tile has published in this launch (whose status words are epoch_base + state),
+    once it has published one."""
+    status = tl.atomic_add(status_ptr + 1 + slot, 0, sem="acquire", scope="gpu")
+    while status <= epoch_base:
+        status = tl.atomic_add(status_ptr + 1 + slot, 0, sem="acquire", scope="gpu")
+    return status - epoch_base
 
 
 # Its layout and meta-parameters mirror scan_tiled_kernel's on purpose: the launcher passes both
 # the same layout arguments and meta dict, and a kernel's parameter list cannot be shared.
 @triton.jit
 def scan_lookback_kernel(
-    # pointers: data (one tuple entry per state component), then the zeroed status words ([0] is
-    # the ticket counter, [1 + slot] the state of each tile) and the per-tile aggregate and
-    # inclusive-prefix vectors (one workspace per data component)
+    # pointers: data (one tuple entry per state component), then the int64 status words ([0] the
+    # ticket word, [1 + slot] each tile's status; a resident workspace, zeroed when new) and the
+    # per-tile aggregate and inclusive-prefix vectors (one workspace per data component)
     x_ptrs, out_ptrs, init_ptrs, status_ptr, aggregate_ptrs, prefix_ptrs,
     # layout (tritonml.ops.scan.layout_args): lengths, then each tensor's strides in elements,
     # one tuple entry per component; the outer tuples have one entry per outer dim, outermost first
@@ -300,13 +306,22 @@ def scan_lookback_kernel(
     no hardware scheduling order can deadlock it (and running programs in any order in the
     interpreter gives the same result). PREFIX_EVERY=1 publishes every inclusive prefix; larger
     values publish only every PREFIX_EVERY-th one, a test knob that forces long look-backs.
+
+    The ticket word also holds the launch's epoch. The program that draws the last ticket (every
+    other program has drawn, and so read the epoch, before it) moves the word on to the next
+    epoch with no tickets drawn: the next launch on the stream finds it ready, with no memset.
     """
     if not PTR_TUPLES:  # one component passed as plain pointers (see _PTR_TUPLES_WHY)
         x_ptrs, out_ptrs, init_ptrs = (x_ptrs,), (out_ptrs,), (init_ptrs,)
         aggregate_ptrs, prefix_ptrs = (aggregate_ptrs,), (prefix_ptrs,)
-    ticket = tl.atomic_add(status_ptr, 1)
-    if INDEX_64:
-        ticket = ticket.to(tl.int64)  # workspace slots: ticket * BLOCK_INNER may pass int32
+    drawn = tl.atomic_add(status_ptr, 1)   # int64: epoch * TICKET_SPAN + ticket
+    epoch = drawn // TICKET_SPAN
+    ticket = drawn % TICKET_SPAN
+    if ticket == tl.num_programs(0) - 1:
+        tl.atomic_xchg(status_ptr, (epoch + 1) * TICKET_SPAN)
+    epoch_base = epoch * EPOCH_STATES
+    if not INDEX_64:
+        ticket = ticket.to(tl.int32)  # else workspace slots: ticket * BLOCK_INNER may pass int32
     n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)
     chain = ticket // n_tiles
     step = ticket % n_tiles  # position in traversal order; slot = ticket
@@ -329,22 +344,24 @@ def scan_lookback_kernel(
         carry = _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
                              init_outer_strides, IDENTITY, ACC_DTYPE, FLAGGED, HAS_INITIAL,
                              NEGATE_INIT, INDEX_64, BLOCK_INNER)
-        _publish(prefix_ptrs, status_ptr, ticket, COMBINE(carry, total), STATE_PREFIX, BLOCK_INNER)
+        _publish(prefix_ptrs, status_ptr, ticket, COMBINE(carry, total),
+                 epoch_base + STATE_PREFIX, BLOCK_INNER)
     else:
-        _publish(aggregate_ptrs, status_ptr, ticket, total, STATE_AGGREGATE, BLOCK_INNER)
+        _publish(aggregate_ptrs, status_ptr, ticket, total, epoch_base + STATE_AGGREGATE,
+                 BLOCK_INNER)
         # Walk back to the nearest published prefix...
         found = ticket - 1
-        state = _wait_for_state(status_ptr, found)
+        state = _wait_for_state(status_ptr, found, epoch_base)
         while state != STATE_PREFIX:
             found -= 1
-            state = _wait_for_state(status_ptr, found)
+            state = _wait_for_state(status_ptr, found, epoch_base)
         # ...then fold the aggregates after it forward, in traversal order: the same left fold
         # the tiled kernel computes, whichever prefix was found.
         carry = _read_published(prefix_ptrs, found, FLAGGED, BLOCK_INNER)
         for slot in range(found + 1, ticket):
             carry = COMBINE(carry, _read_published(aggregate_ptrs, slot, FLAGGED, BLOCK_INNER))
         if step % PREFIX_EVERY == 0:
-            _publish(prefix_ptrs, status_ptr, ticket, COMBINE(carry, total), STATE_PREFIX,
-                     BLOCK_INNER)
+            _publish(prefix_ptrs, status_ptr, ticket, COMBINE(carry, total),
+                     epoch_base + STATE_PREFIX, BLOCK_INNER)
     _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, COMBINE(carry, partial),
                  NEGATE_OUT, STORE)

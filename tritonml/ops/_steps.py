@@ -15,6 +15,7 @@ import torch
 
 from .. import _trace
 from .._triton_compat import PreparedLaunch
+from . import _resident
 
 X, OUT = 0, 1   # tensor slots: x, out, the extra inputs ``Work.run`` is given, then the workspaces
 
@@ -23,7 +24,7 @@ X, OUT = 0, 1   # tensor slots: x, out, the extra inputs ``Work.run`` is given, 
 class Workspace:
     numel: int
     dtype: torch.dtype
-    zeroed: bool = False   # zero-filled (a memset) rather than uninitialized
+    resident: str | None = None   # a kind of ``_resident`` workspace, else uninitialized per call
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,28 @@ class Work:
     def run(self, x: torch.Tensor, out: torch.Tensor, extra: tuple = ()) -> None:
         """``extra``: further input tensors (a scan's initial), in slots 2, 3, ... before the
         workspaces; a launcher passes the same number every call of a plan."""
-        tensors = [x, out, *extra]
-        for space in self.workspaces:
-            make = torch.zeros if space.zeroed else torch.empty
-            tensors.append(make(space.numel, dtype=space.dtype, device=x.device))
-        for step in self.steps:
+        run_steps(self.steps, [x, out, *extra], self.workspaces, x)
+
+
+def run_steps(steps, tensors: list, workspaces, like: torch.Tensor) -> None:
+    """Allocate ``workspaces`` (on ``like``'s device) after ``tensors`` and launch ``steps``."""
+    tensors = [*tensors, *(allocate(space, like) for space in workspaces)]
+    resident = any(space.resident for space in workspaces)
+    try:
+        for step in steps:
             _trace.launch_prepared(step.launch, [
                 tensors[slot] if isinstance(slot, int) else tuple(tensors[s] for s in slot)
                 for slot in step.slots])
+    except BaseException:
+        if resident:
+            _resident.drop(like)
+        raise
+
+
+def allocate(space: Workspace, like: torch.Tensor) -> torch.Tensor:
+    if space.resident:
+        return _resident.take(space.resident, space.numel, space.dtype, like)
+    return torch.empty(space.numel, dtype=space.dtype, device=like.device)
 
 
 def step(kernel, grid, slots, tail, meta) -> Step:

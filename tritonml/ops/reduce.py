@@ -25,8 +25,7 @@ from .._layout import ReduceLayout, reduce_layout
 from .._reduce_function import ReduceFunction
 from ..kernels import combine as _combine
 from ..kernels.reduce import reduce_kernel, reduce_partials_kernel
-from .. import _trace
-from . import _scratch, _steps
+from . import _resident, _scratch, _steps
 
 INDEX_DTYPES = (torch.int32, torch.int64, torch.uint32, torch.uint64)
 
@@ -266,7 +265,8 @@ def _plan_reduce(x, axes, combine, keepdims, index_dtype, out, config) -> _Reduc
 
 def launch_reduce(x, out, layout: ReduceLayout, combine: ReduceCombine, config: ReduceConfig) -> None:
     """Launch the kernels ``config`` names over an already validated, canonical layout: one launch,
-    or two for "split" (partial states to a workspace, then one fold per chain)."""
+    or two for a "split" without ``one_launch`` (partial states to a workspace, then one fold per
+    chain)."""
     reduce_work(layout, combine, x.dtype, x.is_neg(), out.is_neg(), config).run(x, out)
 
 
@@ -282,13 +282,8 @@ class ReduceWork:
     def run(self, x, out, extra: tuple = ()) -> None:
         """``x``, ``out``: the first input and output; ``extra``: the further inputs, then the
         further outputs."""
-        tensors = [x, *extra[:self.inputs - 1], out, *extra[self.inputs - 1:]]
-        for space in self.workspaces:
-            tensors.append(torch.empty(space.numel, dtype=space.dtype, device=x.device))
-        for step in self.steps:
-            _trace.launch_prepared(step.launch, [
-                tuple(tensors[i] for i in slot) if isinstance(slot, tuple) else tensors[slot]
-                for slot in step.slots])
+        _steps.run_steps(self.steps, [x, *extra[:self.inputs - 1], out, *extra[self.inputs - 1:]],
+                         self.workspaces, x)
 
 
 def reduce_work(layout: ReduceLayout, combine, dtype, negate_x: bool, negate_out: bool,
@@ -335,13 +330,26 @@ def reduce_work(layout: ReduceLayout, combine, dtype, negate_x: bool, negate_out
         state_slot = parts[0] if parts and splits > 1 else out_slot
         aux_slot = parts[1] if len(parts) > 1 and splits > 1 else state_slot
     if splits == 1:
-        step = _steps.step(reduce_kernel, (chains, 1), (x_slot, out_slot, out_slot, out_slot)
-                           if not tuples else (x_slot, out_slot, (), ()), args,
-                           dict(WRITE_PARTIAL=False, NEGATE_OUT=negate_out, **meta))
+        step = _steps.step(reduce_kernel, (chains, 1),
+                           (x_slot, out_slot, out_slot, out_slot, outs[0]) if not tuples
+                           else (x_slot, out_slot, (), (), outs[0]), args,
+                           dict(WRITE_PARTIAL=False, FOLD_LAST=False, NEGATE_OUT=negate_out,
+                                BLOCK_SPLIT=1, **meta))
         return ReduceWork(inputs, outputs, (), (step,))
     workspaces = tuple(_steps.Workspace(slots, TORCH_DTYPE[d]) for d in state_dtypes)
-    partials = _steps.step(reduce_kernel, (chains, splits), (x_slot, out_slot, state_slot, aux_slot),
-                           args, dict(WRITE_PARTIAL=True, NEGATE_OUT=False, **meta))
+    if config.one_launch:
+        # The chain's last program folds: one arrival counter per chain, left at 0.
+        arrivals = inputs + outputs + len(state_dtypes)
+        workspaces += (_steps.Workspace(chains, torch.int32, resident=_resident.ARRIVALS),)
+        step = _steps.step(reduce_kernel, (chains, splits),
+                           (x_slot, out_slot, state_slot, aux_slot, arrivals), args,
+                           dict(WRITE_PARTIAL=True, FOLD_LAST=True, NEGATE_OUT=negate_out,
+                                BLOCK_SPLIT=config.block_split, **meta))
+        return ReduceWork(inputs, outputs, workspaces, (step,))
+    partials = _steps.step(reduce_kernel, (chains, splits),
+                           (x_slot, out_slot, state_slot, aux_slot, outs[0]), args,
+                           dict(WRITE_PARTIAL=True, FOLD_LAST=False, NEGATE_OUT=False,
+                                BLOCK_SPLIT=1, **meta))
     fold = _steps.step(reduce_partials_kernel, (chains,), (state_slot, aux_slot, out_slot),
                        (splits, layout.red_len, layout.inner_len, layout.outer_sizes,
                         layout.out_inner_stride, layout.out_outer_strides),

@@ -11,7 +11,7 @@ from tritonml_autotune import devices, select
 from .. import _checks, _layout, _plan
 from .._config import ScanConfig
 from .._dtypes import ACC_DTYPE, ACC_TORCH_DTYPE
-from . import _scratch, _state_combine, _steps
+from . import _resident, _scratch, _state_combine, _steps
 from ..kernels import combine as _combine
 from ..kernels.scan import scan_lookback_kernel, scan_tiled_kernel
 
@@ -232,7 +232,8 @@ def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], a
     args = layout_args(layouts)
     if config.regime == "lookback":
         status = 3 * k
-        workspaces = (_steps.Workspace(1 + tiles, torch.int32, zeroed=True),   # status words
+        workspaces = (_steps.Workspace(1 + tiles, torch.int64,                # status words
+                                       resident=_resident.LOOKBACK),
                       *(_steps.Workspace(tiles * config.block_inner, acc)      # aggregates
                         for acc in acc_torch_dtypes),
                       *(_steps.Workspace(tiles * config.block_inner, acc)      # prefixes
