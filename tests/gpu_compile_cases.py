@@ -8,7 +8,6 @@ puts the repository root on ``sys.path``).
 """
 from __future__ import annotations
 
-import dataclasses
 
 import itertools
 
@@ -17,7 +16,7 @@ import torch
 from tritonml import _layout, _trace
 from tritonml._dtypes import ACC_TORCH_DTYPE, SUPPORTED_DTYPES
 from tritonml.ops.scan import SUM, cumulative_scan
-from tritonml._config import ScanConfig
+from tritonml._config import ReduceConfig, ScanConfig
 from tritonml_autotune import compiled, spaces
 from tritonml_autotune.heuristics import scan_config
 from benchmarks.gpu_compile import compile_in_subprocess, describe  # noqa: F401
@@ -170,9 +169,15 @@ def welford_reduce_launches(dtypes=WELFORD_DTYPES, regimes=tuple(WELFORD_REGIME_
             _plan.clear()  # a remembered plan would not ask the patched heuristics again
             with _trace.record(execute=False) as rec:
                 reduce_with(welford, x, axes)
-                if chosen[-1].regime == "split":   # and its two-launch twin
-                    reduce_with(welford, x, axes,
-                                config=dataclasses.replace(chosen[-1], one_launch=False))
+            if chosen[-1].regime == "split":
+                # and its two-launch twin, at the tile the launcher fitted to the state
+                meta, grid = rec.launches[0].meta, rec.launches[0].grid
+                twin = ReduceConfig("split", meta["BLOCK_AXIS"], meta["BLOCK_INNER"],
+                                    meta["num_warps"], grid[1], meta["BLOCK_SPLIT"],
+                                    one_launch=False)
+                with _trace.record(execute=False) as twin_rec:
+                    reduce_with(welford, x, axes, config=twin)
+                rec.launches.extend(twin_rec.launches)
             _plan.clear()
             assert chosen[-1].regime == regime, (regime, chosen[-1])
             for launch in rec.launches:

@@ -346,3 +346,19 @@ def test_tuning_forget_drops_the_plans_and_timing_can_be_switched(plan_counts):
         assert engine.timing_enabled()
     finally:
         tuning.set_timing(None)
+
+
+def test_the_host_overhead_benchmark_takes_the_gpu_relaunch_path_with_the_launch_stubbed(capsys):
+    """``python -m benchmarks.host_overhead --stub-launch`` times what a warm call does on a GPU up
+    to the kernel's C launcher: every call of every case must reach that launcher exactly once
+    (the relaunch path), and none may go through ``JITFunction.run``."""
+    from benchmarks import host_overhead
+
+    assert host_overhead.main(["--stub-launch", "--calls", "3"]) == 0
+    rows = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ") and "µs" not in line]
+    assert {name.strip() for name, _, _ in rows} == {
+        "cumulative_sum (public)", "cumulative_sum out= (public)", "launcher cumulative_scan",
+        "reduce SUM (public)", "reduce SUM out= (public)", "launcher reduce_axes"}
+    for name, us, relaunched in rows:
+        assert float(relaunched) == 1.0 and float(us) > 0, name
