@@ -51,13 +51,16 @@ from .combine import scan_along
 from .indexing import chain_position, outer_index, strided_offset
 
 # Tile states in the look-back kernel's status words. A status word is EPOCH_STATES * epoch + state,
-# int64: words an earlier launch wrote carry a smaller epoch, so they read as nothing published, and
-# the workspace never needs clearing (tritonml/ops/_resident.py).
+# int32: words an earlier launch wrote carry a smaller epoch, so they read as nothing published, and
+# the workspace never needs clearing (tritonml/ops/_resident.py, which replaces a workspace before
+# the epoch reaches 2**28).
 STATE_AGGREGATE = tl.constexpr(1)  # the tile's own total is readable
 STATE_PREFIX = tl.constexpr(2)     # the inclusive prefix (everything up to and including it) is readable
 EPOCH_STATES = tl.constexpr(4)
-# The ticket word: epoch * TICKET_SPAN + tickets drawn in this launch.
+# The ticket word (int64, the workspace's first two int32 words): epoch * TICKET_SPAN + tickets
+# drawn in this launch.
 TICKET_SPAN = tl.constexpr(1 << 32)
+STATUS_BASE = tl.constexpr(2)   # int32 words before the first tile's status word
 
 
 @triton.jit
@@ -251,7 +254,7 @@ def _publish(values_ptrs, status_ptr, slot, values, status, BLOCK_INNER: tl.cons
         tl.store(values_ptrs[c] + slot * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :], values[c])
     # Every thread's store must be ordered before the one thread that performs the release.
     tl.debug_barrier()
-    tl.atomic_xchg(status_ptr + 1 + slot, status, sem="release", scope="gpu")
+    tl.atomic_xchg(status_ptr + STATUS_BASE + slot, status, sem="release", scope="gpu")
 
 
 @triton.jit
@@ -270,9 +273,9 @@ def _read_published(values_ptrs, slot, FLAGGED: tl.constexpr, BLOCK_INNER: tl.co
 def _wait_for_state(status_ptr, slot, epoch_base):
     """The state a tile has published in this launch (whose status words are epoch_base + state),
     once it has published one."""
-    status = tl.atomic_add(status_ptr + 1 + slot, 0, sem="acquire", scope="gpu")
+    status = tl.atomic_add(status_ptr + STATUS_BASE + slot, 0, sem="acquire", scope="gpu")
     while status <= epoch_base:
-        status = tl.atomic_add(status_ptr + 1 + slot, 0, sem="acquire", scope="gpu")
+        status = tl.atomic_add(status_ptr + STATUS_BASE + slot, 0, sem="acquire", scope="gpu")
     return status - epoch_base
 
 
@@ -280,8 +283,8 @@ def _wait_for_state(status_ptr, slot, epoch_base):
 # the same layout arguments and meta dict, and a kernel's parameter list cannot be shared.
 @triton.jit
 def scan_lookback_kernel(
-    # pointers: data (one tuple entry per state component), then the int64 status words ([0] the
-    # ticket word, [1 + slot] each tile's status; a resident workspace, zeroed when new) and the
+    # pointers: data (one tuple entry per state component), then the int32 status words ([0:2] the
+    # int64 ticket word, [2 + slot] each tile's status; a resident workspace, zeroed when new) and the
     # per-tile aggregate and inclusive-prefix vectors (one workspace per data component)
     x_ptrs, out_ptrs, init_ptrs, status_ptr, aggregate_ptrs, prefix_ptrs,
     # layout (tritonml.ops.scan.layout_args): lengths, then each tensor's strides in elements,
@@ -314,12 +317,13 @@ def scan_lookback_kernel(
     if not PTR_TUPLES:  # one component passed as plain pointers (see _PTR_TUPLES_WHY)
         x_ptrs, out_ptrs, init_ptrs = (x_ptrs,), (out_ptrs,), (init_ptrs,)
         aggregate_ptrs, prefix_ptrs = (aggregate_ptrs,), (prefix_ptrs,)
-    drawn = tl.atomic_add(status_ptr, 1)   # int64: epoch * TICKET_SPAN + ticket
+    ticket_ptr = status_ptr.to(tl.pointer_type(tl.int64))
+    drawn = tl.atomic_add(ticket_ptr, 1)   # epoch * TICKET_SPAN + ticket
     epoch = drawn // TICKET_SPAN
     ticket = drawn % TICKET_SPAN
     if ticket == tl.num_programs(0) - 1:
-        tl.atomic_xchg(status_ptr, (epoch + 1) * TICKET_SPAN)
-    epoch_base = epoch * EPOCH_STATES
+        tl.atomic_xchg(ticket_ptr, (epoch + 1) * TICKET_SPAN)
+    epoch_base = (epoch * EPOCH_STATES).to(tl.int32)
     if not INDEX_64:
         ticket = ticket.to(tl.int32)  # else workspace slots: ticket * BLOCK_INNER may pass int32
     n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)

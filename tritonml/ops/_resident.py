@@ -13,7 +13,7 @@ Two kernels start from a known workspace state:
 One workspace per (kind, device, stream): launches on one stream run one after another, so they
 never share a workspace at the same time; another stream gets its own. A workspace grows (a new
 zeroed one) when a launch needs more, and is replaced after ``MAX_USES`` launches, before the
-look-back's epoch (31 bits) could wrap onto a stale status word.
+look-back's epoch could outgrow its int32 status words and wrap onto a stale one.
 
 Where a launch is traced or captured instead of run (torch.compile, export, fake tensors, CUDA graph
 capture, any torch dispatch mode but one that declares ``observes_only``), its graph must not hold
@@ -29,10 +29,10 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes, _get_current_dispatch_mode
 
 ARRIVALS = "arrivals"   # int32, one per chain of a one-launch split reduction
-LOOKBACK = "lookback"   # int64: the ticket word, then one status word per tile
+LOOKBACK = "lookback"   # int32: the int64 ticket word, then one status word per tile
 
-# The look-back's epoch advances once a launch; it has 31 bits of the ticket word.
-MAX_USES = 1 << 30
+# The look-back's epoch advances once a launch; 4 x epoch + state must fit an int32 status word.
+MAX_USES = 1 << 28
 
 _lock = threading.Lock()
 _workspaces: dict = {}   # (kind, device, stream) -> [tensor, uses]

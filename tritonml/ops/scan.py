@@ -232,7 +232,7 @@ def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], a
     args = layout_args(layouts)
     if config.regime == "lookback":
         status = 3 * k
-        workspaces = (_steps.Workspace(1 + tiles, torch.int64,                # status words
+        workspaces = (_steps.Workspace(2 + tiles, torch.int32,                # status words
                                        resident=_resident.LOOKBACK),
                       *(_steps.Workspace(tiles * config.block_inner, acc)      # aggregates
                         for acc in acc_torch_dtypes),
