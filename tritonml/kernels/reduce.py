@@ -217,24 +217,24 @@ def reduce_partials_kernel(
     chain = tl.program_id(0)
     if INDEX_64:
         chain = chain.to(tl.int64)
+    _finish_chain(state_ptr, aux_ptr, out_ptr, chain, splits, red_len, inner_len, outer_sizes,
+                  out_inner_stride, out_outer_strides, MERGE, ALONG, FINISH, STATE_DTYPES,
+                  IDENTITIES, PTR_TUPLES, NEGATE_OUT, INDEX_64, BLOCK_SPLIT, BLOCK_INNER)
+
+
+@triton.jit
+def _finish_chain(state_ptr, aux_ptr, out_ptr, chain, splits, red_len, inner_len, outer_sizes,
+                  out_inner_stride, out_outer_strides, MERGE: tl.constexpr, ALONG: tl.constexpr,
+                  FINISH: tl.constexpr, STATE_DTYPES: tl.constexpr, IDENTITIES: tl.constexpr,
+                  PTR_TUPLES: tl.constexpr, NEGATE_OUT: tl.constexpr, INDEX_64: tl.constexpr,
+                  BLOCK_SPLIT: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """Fold chain ``chain``'s ``splits`` partial states, [BLOCK_SPLIT, BLOCK_INNER] at a time and
+    always in the same order, and write FINISH(state) to its outputs."""
     _, out_offs, inner_mask = chain_offsets(  # [1, BLOCK_INNER] each; x's offsets are unused
         chain, inner_len, outer_sizes, out_outer_strides, out_outer_strides, out_inner_stride,
         out_inner_stride, INDEX_64, BLOCK_INNER)
     lane = tl.arange(0, BLOCK_INNER)
     lane_mask = tl.reshape(inner_mask, [BLOCK_INNER])
-    state = _fold_partials(state_ptr, aux_ptr, chain, splits, lane, lane_mask, MERGE, ALONG,
-                           STATE_DTYPES, IDENTITIES, PTR_TUPLES, BLOCK_SPLIT, BLOCK_INNER)
-    _store_outputs(out_ptr, tl.reshape(out_offs, [BLOCK_INNER]), lane_mask,
-                   FINISH(state, red_len), NEGATE_OUT, PTR_TUPLES)
-
-
-@triton.jit
-def _fold_partials(state_ptr, aux_ptr, chain, splits, lane, lane_mask, MERGE: tl.constexpr,
-                   ALONG: tl.constexpr, STATE_DTYPES: tl.constexpr, IDENTITIES: tl.constexpr,
-                   PTR_TUPLES: tl.constexpr, BLOCK_SPLIT: tl.constexpr,
-                   BLOCK_INNER: tl.constexpr):
-    """A chain's ``splits`` partial states folded [BLOCK_SPLIT, BLOCK_INNER] at a time, always in
-    the same order: [BLOCK_INNER] per component."""
     state = full_state([BLOCK_SPLIT, BLOCK_INNER], IDENTITIES, STATE_DTYPES)
     for s_start in range(0, splits, BLOCK_SPLIT):
         s = s_start + tl.arange(0, BLOCK_SPLIT)[:, None]   # [BLOCK_SPLIT, 1]
@@ -247,7 +247,8 @@ def _fold_partials(state_ptr, aux_ptr, chain, splits, lane, lane_mask, MERGE: tl
                                      mask=mask, other=0, cache_modifier=".cg"),)
         state = cast_state(MERGE(state, where_state(mask, parts, IDENTITIES, STATE_DTYPES)),
                            STATE_DTYPES)
-    return ALONG(state, MERGE)
+    _store_outputs(out_ptr, tl.reshape(out_offs, [BLOCK_INNER]), lane_mask,
+                   FINISH(ALONG(state, MERGE), red_len), NEGATE_OUT, PTR_TUPLES)
 
 
 @triton.jit(noinline=True)
@@ -256,16 +257,13 @@ def _fold_if_last(state_ptr, aux_ptr, out_ptr, arrivals_ptr, chain, splits, red_
                   ALONG: tl.constexpr, FINISH: tl.constexpr, STATE_DTYPES: tl.constexpr,
                   IDENTITIES: tl.constexpr, PTR_TUPLES: tl.constexpr, NEGATE_OUT: tl.constexpr,
                   INDEX_64: tl.constexpr, BLOCK_SPLIT: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """Count this program in on its chain; the last to arrive resets the counter and finishes the
+    chain. Not inlined: kept apart from the streaming loop, ptxas schedules that loop's loads as
+    in the two-launch kernel (docs/tuning.md, loads in flight)."""
     arrived = tl.atomic_add(arrivals_ptr + chain, 1, sem="acq_rel", scope="gpu")
     if arrived == splits - 1:
         tl.atomic_xchg(arrivals_ptr + chain, 0)   # every program of the chain has arrived
-        _, out_offs, inner_mask = chain_offsets(
-            chain, inner_len, outer_sizes, out_outer_strides, out_outer_strides,
-            out_inner_stride, out_inner_stride, INDEX_64, BLOCK_INNER)
-        lane = tl.arange(0, BLOCK_INNER)
-        lane_mask = tl.reshape(inner_mask, [BLOCK_INNER])
-        folded = _fold_partials(state_ptr, aux_ptr, chain, splits, lane, lane_mask, MERGE,
-                                ALONG, STATE_DTYPES, IDENTITIES, PTR_TUPLES, BLOCK_SPLIT,
-                                BLOCK_INNER)
-        _store_outputs(out_ptr, tl.reshape(out_offs, [BLOCK_INNER]), lane_mask,
-                       FINISH(folded, red_len), NEGATE_OUT, PTR_TUPLES)
+        _finish_chain(state_ptr, aux_ptr, out_ptr, chain, splits, red_len, inner_len,
+                      outer_sizes, out_inner_stride, out_outer_strides, MERGE, ALONG, FINISH,
+                      STATE_DTYPES, IDENTITIES, PTR_TUPLES, NEGATE_OUT, INDEX_64, BLOCK_SPLIT,
+                      BLOCK_INNER)
