@@ -125,6 +125,8 @@ CONFIG_CASES = [
     ("block not a power of two", ReduceConfig("rows", 24, 4), ValueError, "config.block_axis"),
     ("split with one split", ReduceConfig("split", 16, 1, splits=1), ValueError, "config.splits"),
     ("rows with splits", ReduceConfig("rows", 16, 1, splits=4), ValueError, "config.splits"),
+    ("one_launch not a bool", ReduceConfig("split", 16, 1, splits=2, one_launch=1), TypeError,
+     "config.one_launch"),
     ("tile too large", ReduceConfig("rows", 1 << 16, 1 << 8), ValueError, "config"),
     ("warps not a power of two", ReduceConfig("rows", 16, 4, num_warps=3), ValueError,
      "config.num_warps"),

@@ -62,6 +62,18 @@ def record(execute: bool = True):
 _INTERPRETER_LOCK = threading.RLock()
 
 
+def runs_eagerly(t: torch.Tensor, *, observers: bool = False) -> bool:
+    """Whether work on ``t`` runs now, as called: a plain tensor, no torch.compile trace, no torch
+    dispatch mode (with ``observers``, a mode that declares ``observes_only`` is allowed: it only
+    watches), and no CUDA graph capture in progress, where it would be traced or captured instead."""
+    if type(t) is not torch.Tensor or torch.compiler.is_compiling():
+        return False
+    mode = _get_current_dispatch_mode()
+    if mode is not None and not (observers and getattr(mode, "observes_only", False)):
+        return False
+    return not (t.device.type == "cuda" and torch.cuda.is_current_stream_capturing())
+
+
 def launch(kernel, grid, *args, **meta) -> None:
     execute = True
     for rec in _active():

@@ -26,7 +26,9 @@ from __future__ import annotations
 import threading
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes, _get_current_dispatch_mode
+from torch.utils._python_dispatch import _disable_current_modes
+
+from .. import _trace
 
 ARRIVALS = "arrivals"   # int32, one per chain of a one-launch split reduction
 LOOKBACK = "lookback"   # int32: the int64 ticket word, then one status word per tile
@@ -47,13 +49,7 @@ def _stream_key(device: torch.device):
 def can_keep(like: torch.Tensor) -> bool:
     """Whether a launch for ``like`` runs now, eagerly (not traced, not captured): only then may a
     workspace outlive the call."""
-    if type(like) is not torch.Tensor or like.device.type == "meta":
-        return False
-    mode = _get_current_dispatch_mode()
-    if torch.compiler.is_compiling() or (mode is not None
-                                         and not getattr(mode, "observes_only", False)):
-        return False
-    return not (like.device.type == "cuda" and torch.cuda.is_current_stream_capturing())
+    return like.device.type != "meta" and _trace.runs_eagerly(like, observers=True)
 
 
 def take(kind: str, numel: int, dtype: torch.dtype, like: torch.Tensor) -> torch.Tensor:

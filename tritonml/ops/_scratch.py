@@ -8,8 +8,8 @@ planned call and shared by every candidate.
 from __future__ import annotations
 
 import torch
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 
+from .. import _trace
 from .._dtypes import is_float
 
 
@@ -17,9 +17,7 @@ def can_time(x: torch.Tensor) -> bool:
     """Whether candidates can be timed for a call on ``x``: a real CUDA tensor, with no trace
     (torch.compile, export, fake tensors) and no CUDA graph capture in progress, where a timing
     loop would be traced or captured instead of run."""
-    return (x.device.type == "cuda" and type(x) is torch.Tensor
-            and not torch.compiler.is_compiling() and _get_current_dispatch_mode() is None
-            and not torch.cuda.is_current_stream_capturing())
+    return x.device.type == "cuda" and _trace.runs_eagerly(x)
 
 
 def scratch_input(shape, strides, dtype: torch.dtype, device) -> torch.Tensor:
