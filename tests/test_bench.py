@@ -154,3 +154,67 @@ def test_every_suite_entry_runs_its_ops_on_its_dtypes():
         if entry.group == "reduce":
             assert torch.int8 in entry.dtypes or entry.name == "reduce-functions"
     assert os.path.basename(cases.__file__) == "cases.py"
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: d.write_text("x"), "--output {}: is a file, not a folder"),
+    (lambda d: (d.mkdir(), (d / "bench.json").mkdir()), "bench.json in it is a folder"),
+])
+def test_a_bad_output_fails_in_one_line_before_anything_runs(tmp_path, capsys, monkeypatch,
+                                                             make, message):
+    """The output folder is checked first: no case is counted, then a traceback at the end."""
+    directory = tmp_path / "out"
+    make(directory)
+    monkeypatch.setattr(run, "count_rows", lambda *a: pytest.fail("a case ran"))
+    monkeypatch.setattr(run, "work_items", lambda *a: pytest.fail("options checked late"))
+    assert cli.main(["bench", "--quick", "--cases", "reduce-rows", "--output", str(directory)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tritonml bench: error: --output ") and err.count("\n") == 1
+    assert message.format(directory) in err
+
+
+def test_a_cpu_run_shows_no_empty_timing_bar(tmp_path, capsys):
+    """Nothing is timed on a CPU without --dry-run-timing: no 'timing: 0case' bar."""
+    _bench(tmp_path, "--cases", "reduce-rows", "--dtypes", "float32", "--no-compile",
+           "--no-plots")
+    err = capsys.readouterr().err
+    assert "tritonml bench:" in err          # the counting bar is there
+    assert "timing" not in err
+
+
+def test_plot_labels_lie_inside_the_png(tmp_path, monkeypatch):
+    """Every bar's label, measured by matplotlib's renderer at the dpi the PNG is saved at, lies
+    within the figure (long labels used to lose their first letters)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from tritonml.bench import output
+
+    saved = []
+    real_savefig = Figure.savefig
+
+    def savefig(fig, path, *args, **kwargs):
+        saved.append((fig, kwargs.get("dpi", fig.dpi)))
+        return real_savefig(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+    longest = max(cases.SUITE, key=lambda e: len(e.name) + max(map(len, e.ops)))
+    rows = [{"status": "ok", "entry": entry.name, "group": entry.group, "op": op,
+             "dtype": cases.dtype_text(dtype), "bytes_ratio": 1.0 + i / 100,
+             "modeled_ratio": 1.1}
+            for i, (entry, op, dtype) in enumerate(
+                [(e, o, d) for e in (cases.SUITE[0], longest) for o in e.ops[:2]
+                 for d in e.dtypes] * 8)]
+    assert len(output.plots(str(tmp_path), rows, "H100")) == 2 == len(saved)
+    for fig, dpi in saved:
+        fig.set_dpi(dpi)
+        canvas = FigureCanvasAgg(fig)  # the PNG's renderer (plots closed the figure's own)
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        labels = [t for t in fig.axes[0].get_yticklabels() if t.get_text()]
+        assert len(labels) == len(rows)
+        for label in labels:
+            box = label.get_window_extent(renderer)
+            assert 0 <= box.x0 and box.x1 <= fig.bbox.width, (label.get_text(), box)

@@ -70,14 +70,70 @@ def test_help_texts_are_plain_text_without_rst_markup():
 
 
 def test_an_import_error_in_the_descriptor_commands_is_not_swallowed():
-    """A broken tritonml._dml_cli must fail loudly, not silently drop ``run`` and ``validate``."""
+    """A broken tritonml._dml_cli must fail loudly when its command runs, not silently."""
     done = _python("import sys; sys.modules['tritonml._dml_cli'] = None\n"
+                   "from tritonml import cli\n"
                    "try:\n"
-                   "    from tritonml import cli; cli.build_parser()\n"
+                   "    cli.main(['validate', 'op.json'])\n"
                    "except ImportError as e:\n"
                    "    print('ImportError', e)\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ImportError")
+
+
+HEAVY = ("torch", "triton", "numpy", "tritonml")
+# Runs the console command's entry point (pyproject's [project.scripts]) with argv and prints the
+# heavy modules it imported: tritonml's package imports torch and triton, which takes seconds.
+ENTRY_POINT_PROBE = """
+import importlib, json, sys, tomllib
+with open("pyproject.toml", "rb") as f:
+    module, _, name = tomllib.load(f)["project"]["scripts"]["tritonml"].partition(":")
+sys.argv = ["tritonml", *json.loads(sys.argv[1])]
+try:
+    getattr(importlib.import_module(module), name)()
+except SystemExit as exc:
+    assert exc.code == 0, exc.code
+print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} & set(%r))))
+""" % (HEAVY,)
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], ["demo", "--help"], ["info", "--help"],
+                                  ["tune", "--help"], ["bench", "--help"], ["run", "--help"],
+                                  ["validate", "--help"]])
+def test_version_and_help_import_neither_torch_nor_triton(argv):
+    import json
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    done = subprocess.run([sys.executable, "-c", ENTRY_POINT_PROBE, json.dumps(argv)], cwd=root,
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    *text, imported = done.stdout.strip().splitlines()
+    assert json.loads(imported) == []
+    assert ("tritonml 0.1.0" if argv == ["--version"] else "usage: tritonml") in "\n".join(text)
+    # ``python -m tritonml_cli`` is the same entry point.
+    probe = f"import runpy, sys; sys.argv = ['tritonml_cli', *{argv!r}]\n" \
+            "try:\n    runpy.run_module('tritonml_cli', run_name='__main__')\n" \
+            "except SystemExit as exc:\n    assert exc.code == 0\n" \
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_cli_module_lists_the_librarys_names():
+    """The help texts' names, spelled out in tritonml_cli (no torch there), are the library's."""
+    import tritonml_cli
+    from tritonml import dml
+    from tritonml.bench import cases
+
+    assert tritonml_cli.BENCH_CASES == tuple(cases.ENTRIES)
+    assert tritonml_cli.BENCH_OPS == cases.ALL_OPS
+    assert tritonml_cli.BENCH_DTYPES == tuple(map(cases.dtype_text, cases.ALL_DTYPES))
+    assert tritonml_cli.FEATURE_LEVELS == tuple(str(level) for level in dml.FeatureLevel)
+    assert tritonml_cli.DEFAULT_FEATURE_LEVEL == str(dml.DEFAULT_FEATURE_LEVEL)
+    assert tritonml_cli.__version__ == tritonml.__version__
 
 
 def _python(code: str, **env_changes):

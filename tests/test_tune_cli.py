@@ -129,10 +129,28 @@ def test_write_table_writes_a_table_the_lookup_reads(tmp_path, capsys):
     (["tune", "--target", "H100", "--shapes", "4096xx:0"], "--shapes: cannot read"),
     (["tune"], "no CUDA device here"),
     (["tune", "--target", "H100", "--dtypes", "float33"], "--dtypes: unknown float33"),
+    (["tune", "--target", "H100", "--ops", "SUM", "--shapes", "64x32:2"],
+     "--shapes: '64x32:2': axis 2 is out of range for 2 dims"),
+    (["tune", "--target", "H100", "--ops", "SUM", "--shapes", "64x32:-3"],
+     "--shapes: '64x32:-3': axis -3 is out of range"),
+    (["tune", "--target", "H100", "--ops", "SUM", "--shapes", "64x32x8:0+0"],
+     "--shapes: '64x32x8:0+0': an axis is repeated"),
+    (["tune", "--target", "H100", "--ops", "SUM", "--shapes", "64x32:1+-1"],
+     "--shapes: '64x32:1+-1': an axis is repeated"),
+    (["tune", "--target", "H100", "--ops", "cumulative_sum", "--shapes", "64x32:0+1"],
+     "--shapes: '64x32:0+1': cumulative_sum scans exactly one axis"),
+    (["tune", "--target", "H100", "--ops", "cumulative_product,SUM", "--shapes", "64x32:all"],
+     "--shapes: '64x32:all': cumulative_product scans exactly one axis"),
+    (["tune", "--target", "H100", "--shapes", " , "], "--shapes: no shape in"),
+    (["tune", "--target", "H100", "--ops", "SUM", "--write-table", "/no/such/folder/t.json"],
+     "--write-table /no/such/folder/t.json: cannot write: folder /no/such/folder does not exist"),
 ])
 def test_bad_arguments_exit_2_with_a_message(argv, message, capsys, isolated):
+    """One argparse-style line, exit code 2, before anything is tuned or the cache is touched."""
     assert cli.main(argv) == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("tritonml tune: error: ") and err.count("\n") == 1
+    assert message in err
     assert not isolated.exists()
 
 
@@ -148,6 +166,8 @@ def test_parse_shapes():
     assert tuning.parse_shapes("4096x4096:0, 1x1048576:1,64x64x64:0+2,1024:all,8x9") == [
         ((4096, 4096), (0,)), ((1, 1048576), (1,)), ((64, 64, 64), (0, 2)), ((1024,), None),
         ((8, 9), (1,))]
+    # Negative axes count from the end, as torch's do.
+    assert tuning.parse_shapes("8x9:-1,8x9x3:-3+2") == [((8, 9), (1,)), ((8, 9, 3), (0, 2))]
 
 
 def test_tune_help_is_plain_text_and_names_every_option():

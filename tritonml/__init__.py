@@ -16,7 +16,7 @@ from .routing import disable, enable, use_tritonml
 from . import tuning
 from . import reductions
 
-__version__ = "0.1.0"
+from tritonml_cli import __version__  # one place, importable without torch (the CLI needs it)
 INTERPRET = _backend.INTERPRET
 
 __all__ = ["cumulative_sum", "cumulative_product", "reduce", "ReduceFunction",

@@ -3,7 +3,7 @@
     tritonml run OP.json --input IN.npy --output OUT.npy [--feature-level 4_0]
     tritonml validate OP.json [--feature-level 3_0]
 
-``add_subcommands(subparsers)`` adds both to an argparse subparsers object (``tritonml.cli`` does);
+Their arguments are defined in ``tritonml_cli.add_dml_subcommands`` (the parser imports no torch);
 each handler takes the parsed arguments and returns the exit code: 0 success (valid), 1 invalid
 descriptor or data (each broken field and rule printed), 2 usage error (a file that cannot be read
 or written, an --input that is not a .npy file; argparse's own usage errors exit with 2 too).
@@ -27,54 +27,6 @@ EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
 class _UsageError(Exception):
     """A file that cannot be read or written: exit code 2."""
-
-
-def _feature_level_arg(text: str):
-    from . import dml
-
-    if text.strip().lower() in ("none", "tritonml"):
-        return None
-    try:
-        return dml.FeatureLevel.parse(text)
-    except dml.DescriptorError as e:
-        raise argparse.ArgumentTypeError(e.rule) from None
-
-
-def add_subcommands(subparsers) -> None:
-    """Add ``run`` and ``validate`` to an argparse ``add_subparsers()`` object."""
-    from . import dml
-
-    level_help = (f"DirectML feature level to validate against, e.g. 4_0 (default "
-                  f"{dml.DEFAULT_FEATURE_LEVEL}, the highest the operators' pages document; levels: "
-                  f"{dml.FeatureLevel.names()}); 'none' for tritonml's own, wider support")
-
-    run = subparsers.add_parser(
-        "run", help="run a DirectML operator descriptor (JSON) on .npy data",
-        description="Run a DirectML operator descriptor (JSON, see docs/dml.md) on numpy data. "
-                    "IN.npy holds the input tensor (shape = input_tensor.sizes, dtype = its "
-                    "data_type); OUT.npy receives the output tensor (shape = output_tensor.sizes).")
-    run.add_argument("descriptor", metavar="OP.json", help="operator descriptor file")
-    run.add_argument("--input", required=True, metavar="IN.npy", help="input data (a .npy file)")
-    run.add_argument("--output", required=True, metavar="OUT.npy",
-                     help="where to write the output, as .npy, to exactly this path")
-    run.add_argument("--feature-level", type=_feature_level_arg, default=dml.DEFAULT_FEATURE_LEVEL,
-                     metavar="LEVEL", help=level_help)
-    run.add_argument("--raw-input", action="store_true",
-                     help="IN.npy is the input buffer itself (at least total_tensor_size_in_bytes, "
-                          "addressed through the desc's strides), not the input tensor")
-    run.add_argument("--raw-output", action="store_true",
-                     help="write the whole output buffer (total_tensor_size_in_bytes, zero-filled "
-                          "where the output desc addresses nothing) instead of the output tensor")
-    run.set_defaults(handler=cmd_run)
-
-    check = subparsers.add_parser(
-        "validate", help="check a DirectML operator descriptor (JSON) at a feature level",
-        description="Say whether a DirectML operator descriptor is valid at a feature level and, if "
-                    "not, which field breaks which rule. Exit code 0 valid, 1 invalid, 2 usage error.")
-    check.add_argument("descriptor", metavar="OP.json", help="operator descriptor file")
-    check.add_argument("--feature-level", type=_feature_level_arg, default=dml.DEFAULT_FEATURE_LEVEL,
-                       metavar="LEVEL", help=level_help)
-    check.set_defaults(handler=cmd_validate)
 
 
 # --------------------------------------------------------------------------------------------
@@ -113,6 +65,8 @@ def _print_problems(header: str, problems, stream) -> None:
 def cmd_validate(args) -> int:
     from . import dml
 
+    args.feature_level = dml.enums.parse_level(args.feature_level)  # the parser kept the name
+
     try:
         desc = _load_descriptor(args.descriptor)
     except _UsageError as e:
@@ -133,6 +87,8 @@ def cmd_validate(args) -> int:
 
 def cmd_run(args) -> int:
     from . import dml
+
+    args.feature_level = dml.enums.parse_level(args.feature_level)  # the parser kept the name
 
     try:
         _check_writable(args.output)
@@ -300,9 +256,11 @@ def _save(path: str, array, option: str = "--output") -> None:
 
 
 def main(argv=None) -> int:
+    from tritonml_cli import add_dml_subcommands
+
     parser = argparse.ArgumentParser(prog="python -m tritonml._dml_cli",
                                      description="DirectML operator descriptors on .npy data")
-    add_subcommands(parser.add_subparsers(dest="command", required=True))
+    add_dml_subcommands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     return args.handler(args)
 

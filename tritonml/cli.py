@@ -1,17 +1,15 @@
-"""The ``tritonml`` command: ``demo``, ``info``, ``tune``, ``bench``, and the descriptor commands ``run``/``validate``."""
+"""The ``tritonml`` command's handlers: ``demo``, ``info``, ``tune`` and ``bench`` (the descriptor
+commands ``run``/``validate`` are in ``_dml_cli``). The parser and ``main`` live in the top-level
+module ``tritonml_cli``, which answers ``--version`` and ``--help`` without importing this package
+(and so torch); they are re-exported here.
+"""
 from __future__ import annotations
 
-import argparse
 import sys
 
-from . import __version__, _dml_cli
+from tritonml_cli import UsageError, build_parser, main
 
-# Shown by --help: plain text (the module docstring is RST, for readers of the code).
-DESCRIPTION = ("DirectML's cumulative sum, cumulative product and reduce operators as Triton "
-               "kernels. 'demo' runs DirectML's documented examples, 'info' shows versions and the "
-               "backend, 'tune' chooses and caches launch configs for a GPU, 'bench' runs the benchmark suite, 'run' and 'validate' take "
-               "DirectML operator descriptors (JSON files).")
-
+from . import __version__
 
 def _format(values) -> str:
     """A nested list in DirectML's docs' notation, integers printed without a decimal point."""
@@ -58,13 +56,6 @@ def cmd_info(args) -> int:
     return 0
 
 
-TUNE_DESCRIPTION = (
-    "Choose launch configs for a GPU and store them in the tuning cache. On a CUDA device every "
-    "candidate config is timed (triton.testing.do_bench) and the fastest is stored; without one "
-    "(give --target) the cost model's choice is recorded, marked 'modeled'. Defaults: the "
-    "benchmark suite's problems. --show lists the cache, --clear empties it. See docs/tuning.md.")
-
-
 def _tune_work(args) -> list:
     """(suite item, dtype name) pairs the arguments ask for."""
     from tritonml_autotune import suite
@@ -86,13 +77,17 @@ def _tune_work(args) -> list:
     if unknown:
         raise ValueError(f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(DTYPE_BY_NAME)}")
     if args.shapes:
-        shapes = tuning.parse_shapes(args.shapes)
+        ops = ops or ["cumulative_sum", "SUM"]
+        scan = next((op for op in ops if op in tuning.SCAN_OPS), None)
+        shapes = tuning.parse_shapes(args.shapes, scan)
         items = [suite.Item(op, shape, axes, tuple(dtypes or suite.DTYPES))
-                 for op in (ops or ["cumulative_sum", "SUM"]) for shape, axes in shapes
-                 if op not in tuning.SCAN_OPS or (axes is not None and len(axes) == 1)]
+                 for op in ops for shape, axes in shapes]
     else:
         items = [item for item in suite.ITEMS if ops is None or item.op in ops]
-    return [(item, dtype) for item in items for dtype in (dtypes or item.dtypes)]
+    work = [(item, dtype) for item in items for dtype in (dtypes or item.dtypes)]
+    if not work:
+        raise ValueError("--ops/--shapes/--dtypes: the selection holds no problem to tune")
+    return work
 
 
 def _tune_rows(entries: dict) -> list:
@@ -148,13 +143,11 @@ def cmd_tune(args) -> int:
         work = _tune_work(args)
         target = devices.lookup(args.target, "--target") if args.target else None
     except ValueError as exc:
-        print(f"tritonml tune: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     cuda = _tuning_device()
     if target is None and cuda is None:
-        print("tritonml tune: no CUDA device here to time on; give --target H100 or A100 to "
-              "record the cost model's choices", file=sys.stderr)
-        return 2
+        raise UsageError("no CUDA device here to time on; give --target H100 or A100 to record "
+                         "the cost model's choices")
     device = cuda if cuda is not None else torch.device("cpu")
     gpu = target if target is not None else select.cuda_gpu(cuda)
     # Timing measures the GPU it runs on: with a target naming another GPU, the model chooses.
@@ -195,52 +188,6 @@ def _tuning_device():
     """The CUDA device to time on, or None."""
     import torch
     return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tritonml", description=DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"tritonml {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run DirectML's documented examples through the kernels",
-                          description="Compute every example DirectML's operator pages document "
-                                      "with tritonml's kernels and compare it with the documented "
-                                      "output. Exit code 0 when all match, 1 otherwise.")
-    demo.set_defaults(handler=cmd_demo)
-    info = sub.add_parser("info", help="versions, device, compiled or interpreted",
-                          description="Print the versions of tritonml, torch and triton, the "
-                                      "device, and whether kernels run compiled or interpreted.")
-    info.set_defaults(handler=cmd_info)
-    tune = sub.add_parser("tune", help="choose and cache launch configs for a GPU",
-                          description=TUNE_DESCRIPTION)
-    tune.add_argument("--ops", help="comma-separated: cumulative_sum, cumulative_product, reduce "
-                                    "functions (SUM, ARGMAX, ...), or all (default: the suite's)")
-    tune.add_argument("--shapes", help="comma-separated SIZExSIZE[:AXIS[+AXIS]|:all], e.g. "
-                                       "4096x4096:0,1x1048576:1 (default: the benchmark suite)")
-    tune.add_argument("--dtypes", help="comma-separated dtype names (default: float32,float16,int32)")
-    tune.add_argument("--target", help="the GPU to choose for: H100 or A100 (default: this CUDA "
-                                       "device)")
-    tune.add_argument("--write-table", metavar="FILE",
-                      help="also write the choices as a shipped table (autotune/tables/H100.json)")
-    tune.add_argument("--show", action="store_true", help="print the cache as a table")
-    tune.add_argument("--clear", action="store_true", help="remove every cache entry")
-    tune.set_defaults(handler=cmd_tune)
-    from .bench import run as bench_run
-    bench = sub.add_parser("bench", help="the benchmark suite: bytes, launches, modeled and GPU time",
-                           description=bench_run.DESCRIPTION)
-    bench_run.add_arguments(bench)
-    bench.set_defaults(handler=cmd_bench)
-    _dml_cli.add_subcommands(sub)
-    return parser
-
-
-def main(argv=None) -> int:
-    import warnings
-
-    # Triton 3.9 warns once per process that its FP-fusion default will change; it is not about
-    # anything the command does.
-    warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION is unset")
-    args = build_parser().parse_args(argv)
-    return args.handler(args)
 
 
 if __name__ == "__main__":

@@ -72,9 +72,11 @@ def op_names() -> tuple:
     return tuple(SCAN_OPS) + tuple(f.name for f in ReduceFunction)
 
 
-def parse_shapes(text: str) -> list:
+def parse_shapes(text: str, scan: str | None = None) -> list:
     """``"4096x4096:0,1x1048576:1,64x64x64:0+2,1024:all"`` -> [(shape, axes)]: axes joined by "+",
-    "all" (reduce every axis), or left out (the last axis)."""
+    "all" (reduce every axis), or left out (the last axis). ``scan``: the name of a scan among the
+    ops tuned, which takes exactly one axis. ValueError naming ``--shapes``, the item and the rule."""
+    form = "write SIZExSIZE[:AXIS[+AXIS]|:all], e.g. 4096x4096:0"
     problems = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         shape_text, _, axes_text = part.partition(":")
@@ -82,13 +84,26 @@ def parse_shapes(text: str) -> list:
             shape = tuple(int(size) for size in shape_text.lower().split("x"))
             axes = (None if axes_text.strip() == "all" else
                     (len(shape) - 1,) if not axes_text.strip() else
-                    tuple(int(a) % len(shape) for a in axes_text.split("+")))
+                    tuple(int(a) for a in axes_text.split("+")))
         except ValueError:
-            raise ValueError(f"--shapes: cannot read {part!r}; write SIZExSIZE[:AXIS[+AXIS]|:all], "
-                             "e.g. 4096x4096:0") from None
+            raise ValueError(f"--shapes: cannot read {part!r}; {form}") from None
         if not shape or min(shape) < 1:
             raise ValueError(f"--shapes: {part!r} needs sizes >= 1")
+        if axes is not None:
+            rank = len(shape)
+            wrong = [a for a in axes if not -rank <= a < rank]
+            if wrong:
+                raise ValueError(f"--shapes: {part!r}: axis {wrong[0]} is out of range for "
+                                 f"{rank} dims (axes run from {-rank} to {rank - 1})")
+            axes = tuple(a % rank for a in axes)
+            if len(set(axes)) != len(axes):
+                raise ValueError(f"--shapes: {part!r}: an axis is repeated; each axis at most once")
+        if scan is not None and (axes is None or len(axes) != 1):
+            raise ValueError(f"--shapes: {part!r}: {scan} scans exactly one axis; give one AXIS, "
+                             "or --ops with reduce functions only")
         problems.append((shape, axes))
+    if not problems:
+        raise ValueError(f"--shapes: no shape in {text!r}; {form}")
     return problems
 
 

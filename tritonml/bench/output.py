@@ -105,9 +105,35 @@ def markdown(environment: dict, rows: list) -> str:
     return "\n".join(lines) + "\n"
 
 
+PNG_DPI = 110
+
+
 def _label(row) -> str:
     return f"{row['entry']} {row['op'] if row['group'] != 'scan' else ''} {row['dtype']}".replace(
         "  ", " ")
+
+
+def ratio_figure(measured: list, column: str, bound: float, title: str):
+    """One horizontal bar per row: ``row[column]`` against ``bound``, labelled by entry, op, dtype."""
+    import matplotlib.pyplot as plt
+
+    # Laid out at the dpi it is saved at: text widths do not scale exactly with dpi, and labels
+    # laid out at another dpi overran the left edge.
+    fig, ax = plt.subplots(figsize=(8, 0.22 * len(measured) + 1.2), dpi=PNG_DPI)
+    colors = ["tab:blue" if r["group"] == "scan" else "tab:green" if r["group"] == "reduce"
+              else "tab:purple" for r in measured]
+    values = [r[column] for r in measured]
+    ax.barh(range(len(measured)), values, color=colors)
+    # Zoomed on the bound: every value is at least ~1, the interest is how far above.
+    ax.set_xlim(0.9, max(max(values), bound) * 1.05)
+    ax.axvline(bound, color="tab:red", linestyle="--", label=f"target {bound}")
+    ax.axvline(1.0, color="black", linewidth=0.8)
+    ax.set_yticks(range(len(measured)), [_label(r) for r in measured], fontsize=6)
+    ax.invert_yaxis()
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return fig
 
 
 def plots(directory: str, rows: list, target: str) -> list:
@@ -125,27 +151,14 @@ def plots(directory: str, rows: list, target: str) -> list:
              "bench_modeled.png")):
         if not measured:
             break
-        fig, ax = plt.subplots(figsize=(8, 0.22 * len(measured) + 1.2))
-        colors = ["tab:blue" if r["group"] == "scan" else "tab:green" if r["group"] == "reduce"
-                  else "tab:purple" for r in measured]
-        values = [r[column] for r in measured]
-        ax.barh(range(len(measured)), values, color=colors)
-        # Zoomed on the bound: every value is at least ~1, the interest is how far above.
-        ax.set_xlim(0.9, max(max(values), bound) * 1.05)
-        ax.axvline(bound, color="tab:red", linestyle="--", label=f"target {bound}")
-        ax.axvline(1.0, color="black", linewidth=0.8)
-        ax.set_yticks(range(len(measured)), [_label(r) for r in measured], fontsize=6)
-        ax.invert_yaxis()
-        ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=7, loc="lower right")
-        fig.tight_layout()
+        fig = ratio_figure(measured, column, bound, title)
         path = os.path.join(directory, name)
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=PNG_DPI)
         plt.close(fig)
         written.append(path)
     timed = [r for r in measured if r.get("tritonml_gbps") is not None]
     if timed:
-        fig, ax = plt.subplots(figsize=(8, 5))
+        fig, ax = plt.subplots(figsize=(8, 5), dpi=PNG_DPI)
         for who, marker in (("tritonml", "o"), ("eager", "s"), ("compile", "^")):
             points = [(r["ideal_bytes_timed"], r[f"{who}_gbps"]) for r in timed
                       if r.get(f"{who}_gbps") is not None]
@@ -161,7 +174,7 @@ def plots(directory: str, rows: list, target: str) -> list:
         ax.legend(fontsize=8)
         fig.tight_layout()
         path = os.path.join(directory, "bench_gbps.png")
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=PNG_DPI)
         plt.close(fig)
         written.append(path)
     return written

@@ -17,7 +17,6 @@ Where it runs:
 """
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import math
@@ -27,54 +26,10 @@ import subprocess
 import sys
 import tempfile
 
+from tritonml_cli import UsageError, names as _names
+
 from . import cases as _cases
 
-DEFAULT_MAX_ELEMENTS = 1 << 20
-DEFAULT_OUTPUT = "bench-results"
-DESCRIPTION = (
-    "Run the benchmark suite: bytes moved against the ideal, launches, compiled-code facts and a "
-    "modeled GPU time everywhere (kernels run in Triton's interpreter on a CPU); on a CUDA GPU "
-    "also do_bench timings against torch eager and torch.compile. Writes bench.csv, bench.json, "
-    "bench.md and PNG plots to --output. See docs/performance.md.")
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("--quick", action="store_true",
-                        help="count every entry at its small quick shape (a few minutes on a CPU)")
-    parser.add_argument("--cases", help="comma-separated entries of the suite (default: all): "
-                                        + ", ".join(_cases.ENTRIES))
-    parser.add_argument("--ops", help="comma-separated ops (default: each entry's): "
-                                      + ", ".join(_cases.ALL_OPS))
-    parser.add_argument("--dtypes", help="comma-separated dtypes (default: each entry's): "
-                                         + ", ".join(map(_cases.dtype_text, _cases.ALL_DTYPES)))
-    parser.add_argument("--target", default="H100",
-                        help="the GPU configs are chosen and time is modeled for (default H100)")
-    parser.add_argument("--max-elements", type=int, default=DEFAULT_MAX_ELEMENTS,
-                        help="in the interpreter, count shapes of more elements at their quick "
-                             "shape (default %(default)s)")
-    parser.add_argument("--no-compile", action="store_true",
-                        help="skip the sm_90 compilation (compiled-code facts)")
-    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
-    parser.add_argument("--dry-run-timing", action="store_true",
-                        help="run the GPU timing code on the CPU (numbers meaningless)")
-    parser.add_argument("--output", metavar="DIR", default=DEFAULT_OUTPUT,
-                        help="where to write bench.csv, bench.json, bench.md and plots "
-                             "(default: %(default)s)")
-    # Internal: the child process a GPU run counts bytes in.
-    parser.add_argument("--count-only", action="store_true", help=argparse.SUPPRESS)
-
-
-def _names(text, known, what):
-    """The comma-separated names of ``text`` (None: all of ``known``); unknown ones raise."""
-    if text is None:
-        return None
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    lookup = {k.lower(): k for k in known}
-    unknown = [n for n in names if n.lower() not in lookup]
-    if unknown or not names:
-        raise ValueError(f"--{what}: unknown {', '.join(unknown) or '(empty)'}; known: "
-                         f"{', '.join(known)}")
-    return [lookup[n.lower()] for n in names]
 
 
 def work_items(args) -> list:
@@ -83,9 +38,9 @@ def work_items(args) -> list:
     from tritonml_autotune import devices
 
     devices.lookup(args.target, "--target")
-    entries = _names(args.cases, list(_cases.ENTRIES), "cases")
-    ops = _names(args.ops, list(_cases.ALL_OPS), "ops")
-    dtype_names = _names(args.dtypes, [_cases.dtype_text(d) for d in _cases.ALL_DTYPES], "dtypes")
+    entries = _names(args.cases, list(_cases.ENTRIES), "--cases")
+    ops = _names(args.ops, list(_cases.ALL_OPS), "--ops")
+    dtype_names = _names(args.dtypes, [_cases.dtype_text(d) for d in _cases.ALL_DTYPES], "--dtypes")
     dtypes = None if dtype_names is None else [getattr(torch, d) for d in dtype_names]
     if args.max_elements < 1:
         raise ValueError(f"--max-elements: expected >= 1, got {args.max_elements}")
@@ -179,8 +134,10 @@ def time_rows(rows, items, args, on_gpu: bool) -> None:
     from . import measure, timing
 
     device = "cuda" if on_gpu else "cpu"
-    for row, (entry, op, dtype) in tqdm(list(zip(rows, items)), desc="tritonml bench timing",
-                                        unit="case", file=sys.stderr):
+    pairs = list(zip(rows, items))
+    # No bar when nothing is timed (a CPU run without --dry-run-timing: verdicts only).
+    for row, (entry, op, dtype) in tqdm(pairs, desc="tritonml bench timing", unit="case",
+                                        file=sys.stderr, disable=not pairs):
         if row["status"] != "ok":
             continue
         shape = entry.shape if on_gpu else tuple(row["shape"])
@@ -220,8 +177,7 @@ def cmd_bench(args, argv=()) -> int:
         items = work_items(args)
         args.target = devices.lookup(args.target, "--target").name
     except ValueError as exc:
-        print(f"tritonml bench: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     on_gpu = not tritonml.INTERPRET and torch.cuda.is_available()
     if tritonml.INTERPRET:
         rows = count_rows(items, args)
