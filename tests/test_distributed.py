@@ -356,7 +356,148 @@ def _scenario_associative(rank: int, world: int) -> dict:
     return {"results": results}
 
 
-SCENARIOS = {"main": _scenario_main, "associative": _scenario_associative}
+# ---------------------------------------------------------------------------------------------
+# DTensors through tritonml's own functions and ops (not tritonml.distributed's)
+# ---------------------------------------------------------------------------------------------
+OPS_SHAPE = (2, 7, 3)
+OPS_PLACEMENTS = ("R", "S0", "S1", "S2", "P")  # P: Partial, rank 0 holds x, the others zeros
+
+
+def dtensor_op_cases():
+    """(name, placement, call, oracle): ``call(tritonml, d, x_plain)`` runs in the ranks on the
+    DTensor ``d`` of x; ``oracle(x_np)`` is numpy on the whole tensor, in the parent."""
+    f64 = lambda a: a.astype(np.float64)  # noqa: E731
+    cases = []
+    for placement in OPS_PLACEMENTS:
+        cases += [
+            (f"cumsum-1-{placement}", placement,
+             lambda tm, d, x: tm.cumulative_sum(d, 1), lambda a: np.cumsum(a, 1)),
+            (f"cumsum-0-{placement}", placement,
+             lambda tm, d, x: tm.cumulative_sum(d, 0), lambda a: np.cumsum(a, 0)),
+            (f"cumprod-1-rev-{placement}", placement,
+             lambda tm, d, x: tm.cumulative_product(d, 1, reverse=True),
+             lambda a: np.flip(np.cumprod(np.flip(a, 1), 1), 1)),
+            (f"reduce-sum-1-{placement}", placement,
+             lambda tm, d, x: tm.reduce(d, "SUM", 1), lambda a: a.sum(1, keepdims=True)),
+            (f"op-cumsum-1-{placement}", placement,
+             lambda tm, d, x: torch.ops.tritonml.cumulative_sum(d, 1), lambda a: np.cumsum(a, 1)),
+            (f"op-reduce-max-02-{placement}", placement,
+             lambda tm, d, x: torch.ops.tritonml.reduce(d, "MAX", [0, 2], False, torch.int64),
+             lambda a: a.max((0, 2))),
+        ]
+    for function in FUNCTIONS:  # every function along the sharded dim and along the others
+        for axes in ((1,), (0, 2)):
+            cases.append((f"reduce-{function}-{axes}-S1", "S1",
+                          lambda tm, d, x, fn=function, ax=axes: tm.reduce(d, fn, ax),
+                          lambda a, fn=function, ax=axes: expected_tensor(
+                              torch.from_numpy(a), fn, ax, True).numpy()))
+    init = np.linspace(-1, 1, 6).reshape(2, 3)
+    cases += [
+        ("cumsum-initial-exclusive-S1", "S1",
+         lambda tm, d, x: tm.cumulative_sum(d, 1, exclusive=True,
+                                            initial=torch.from_numpy(init.copy())),
+         lambda a: np.cumsum(a, 1) - a + init[:, None, :]),
+        ("op-cumsum-out-S1", "S1", _op_out, lambda a: np.cumsum(a, 1)),
+        ("op-cumprod-inplace-S0", "S0", _op_in_place, lambda a: np.cumprod(a, 1)),
+        ("op-reduce-out-argmin-S1", "S1", _op_reduce_out,
+         lambda a: a.argmin(1).astype(np.int64)),
+        ("op-linear-recurrence-S1", "S1",
+         lambda tm, d, x: torch.ops.tritonml.linear_recurrence(d * 0.5, d, 1),
+         lambda a: _recurrence_np(a * 0.5, a, 1)),
+        ("linear-recurrence-S0", "S0",
+         lambda tm, d, x: tm.linear_recurrence(d * 0.5, d, 1, reverse=True),
+         lambda a: np.flip(_recurrence_np(np.flip(a, 1) * 0.5, np.flip(a, 1), 1), 1)),
+        ("associative-scan-S1", "S1",
+         lambda tm, d, x: tm.associative_scan(_affine, (d * 0.5, d), 1, identity=(1.0, 0.0))[1],
+         lambda a: _recurrence_np(a * 0.5, a, 1)),
+        ("reduce-with-welford-02-S1", "S1",
+         lambda tm, d, x: tm.reduce_with(tm.reductions.welford, d, (0, 2))[1],
+         lambda a: a.mean((0, 2), keepdims=True)),
+        ("routed-cumsum-S1", "S1", lambda tm, d, x: _routed(tm, torch.cumsum, d, 1),
+         lambda a: np.cumsum(a, 1)),
+        ("routed-sum-S1", "S1", lambda tm, d, x: _routed(tm, torch.sum, d, 1),
+         lambda a: a.sum(1)),
+        ("routed-sum-02-S1", "S1", lambda tm, d, x: _routed(tm, torch.sum, d, (0, 2)),
+         lambda a: a.sum((0, 2))),
+    ]
+    return cases
+
+
+# where a torch op's own DTensor rule gives another placement than tritonml's, which shows the
+# call went through tritonml: torch all-gathers a scan along a sharded dim (Replicate) and leaves
+# a sum over one Partial; tritonml keeps the scan sharded and replicates the fold
+OPS_PLACEMENT_EXPECTED = {"routed-cumsum-S1": "S1", "routed-sum-S1": "R", "op-cumsum-1-S1": "S1",
+                          "cumsum-1-S1": "S1", "reduce-sum-1-S1": "R", "cumsum-0-S1": "S1",
+                          "routed-sum-02-S1": "S0", "cumsum-1-P": "R", "cumsum-1-S0": "S0"}
+
+
+def _recurrence_np(gates, tokens, axis):
+    h, out = np.zeros(gates.shape[:axis] + gates.shape[axis + 1:]), np.empty_like(tokens)
+    for t in range(gates.shape[axis]):
+        h = gates.take(t, axis) * h + tokens.take(t, axis)
+        out[(slice(None),) * axis + (t,)] = h
+    return out
+
+
+def _routed(tm, fn, d, dim):
+    with tm.use_tritonml(devices=("cpu",)):
+        return fn(d, dim)
+
+
+def _op_out(tm, d, x):
+    out = torch.zeros_like(d)
+    torch.ops.tritonml.cumulative_sum_out(d, 1, False, False, out)
+    return out
+
+
+def _op_in_place(tm, d, x):
+    d = d.clone()
+    torch.ops.tritonml.cumulative_product_(d, 1)
+    return d
+
+
+def _op_reduce_out(tm, d, x):
+    from torch.distributed.tensor import Replicate, Shard
+    out = torch.distributed.tensor.zeros((2, 3), dtype=torch.int64, device_mesh=d.device_mesh,
+                                         placements=[Replicate()])
+    torch.ops.tritonml.reduce_out(d, "ARGMIN", [1], False, torch.int64, out)
+    wrong = torch.distributed.tensor.zeros((2, 3), dtype=torch.int64, device_mesh=d.device_mesh,
+                                           placements=[Shard(0)])
+    refused = _caught(lambda: torch.ops.tritonml.reduce_out(d, "ARGMIN", [1], False,
+                                                            torch.int64, wrong))
+    assert refused[0] == "ValueError" and refused[1].startswith("out:"), refused
+    return out
+
+
+def _ops_input(placement, mesh, rank):
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+    x = _scan_values(OPS_SHAPE, torch.float64, "prod", 77)
+    if placement == "P":
+        local = x.clone() if rank == 0 else torch.zeros_like(x)
+        return x, DTensor.from_local(local, mesh, [Partial()], run_check=False)
+    placed = Replicate() if placement == "R" else Shard(int(placement[1]))
+    return x, distribute_tensor(x, mesh, [placed])
+
+
+def _scenario_dtensor_ops(rank: int, world: int) -> dict:
+    import tritonml as tm
+    from torch.distributed.tensor import init_device_mesh
+    mesh = init_device_mesh("cpu", (world,))
+    results = {}
+    for name, placement, call, _ in dtensor_op_cases():
+        x, d = _ops_input(placement, mesh, rank)
+        try:
+            got = call(tm, d, x)
+            results[name] = (got.full_tensor(), _placements(got))
+        except Exception as error:  # noqa: BLE001 - the parent reports it
+            results[name] = (type(error).__name__, str(error)[:300])
+    x, d = _ops_input("S1", mesh, rank)
+    results["reduce_with_sharded"] = _caught(lambda: tm.reduce_with(tm.reductions.welford, d, 1))
+    return results
+
+
+SCENARIOS = {"main": _scenario_main, "associative": _scenario_associative,
+             "dtensor_ops": _scenario_dtensor_ops}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -517,3 +658,22 @@ def test_example_script_runs_under_torchrun(tmp_path):
                           capture_output=True, text=True, timeout=SPAWN_TIMEOUT)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.count("match the single-process result") == 2, done.stdout
+
+
+def test_dtensors_through_tritonml_functions_ops_and_routing(tmp_path):
+    """tritonml.cumulative_sum / reduce / ..., torch.ops.tritonml.* and routed torch calls on
+    DTensors: along a sharded dim through tritonml.distributed's protocol, along others locally;
+    Replicate, Shard(0/1/2) and Partial inputs; against numpy on the whole tensor."""
+    runs = _spawn("dtensor_ops", WORLD, tmp_path)
+    x = _scan_values(OPS_SHAPE, torch.float64, "prod", 77).numpy()
+    for name, placement, _, oracle in dtensor_op_cases():
+        got, placements = runs[0][name]
+        assert isinstance(got, torch.Tensor), f"{name}: {got}: {placements}"
+        for r in range(1, WORLD):  # every rank sees the same whole result
+            assert bits(runs[r][name][0]) == bits(got), (name, r)
+        np.testing.assert_allclose(got.numpy(), oracle(x), rtol=1e-12, atol=1e-12, err_msg=name)
+        if name in OPS_PLACEMENT_EXPECTED:
+            assert placements == OPS_PLACEMENT_EXPECTED[name], (name, placements)
+    for r in range(WORLD):
+        kind, message = runs[r]["reduce_with_sharded"]
+        assert kind == "NotImplementedError" and "axes: dims [1]" in message, message

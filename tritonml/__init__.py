@@ -16,6 +16,14 @@ from .routing import disable, enable, use_tritonml
 from . import tuning
 from . import reductions
 
+import torch as _torch
+if _torch.distributed.is_available():
+    # DTensor rules for torch.ops.tritonml.* (library/_dtensor.py). The imports above have loaded
+    # torch._dynamo (torch.compiler.disable), which loads torch.distributed.tensor: no import
+    # time added.
+    from .library import _dtensor as _dtensor_rules
+    _dtensor_rules.register()
+
 from tritonml_cli import __version__  # one place, importable without torch (the CLI needs it)
 INTERPRET = _backend.INTERPRET
 

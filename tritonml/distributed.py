@@ -669,7 +669,7 @@ def _fold_argument(op, fn, states, lengths, other, red, sax, shard_shape, index_
 
 
 def _reduce_dtensor(op, x, function, axes, sharded_axis, keepdims, index_dtype, out, timeout):
-    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor import Shard
     _check_placements(op, x.placements)
     if sharded_axis is not None:
         raise TypeError(f"{op}: sharded_axis: leave it None for a DTensor (its placements say "
@@ -693,12 +693,20 @@ def _reduce_dtensor(op, x, function, axes, sharded_axis, keepdims, index_dtype, 
                          out=local_out)
     if out is not None:
         return out
-    placements = []
-    for m, p in enumerate(x.placements):
+    return _from_local(result, x, _reduced_placements(x.placements, red, keepdims),
+                       _result_shape(x.shape, red, keepdims))
+
+
+def _reduced_placements(placements, red, keepdims: bool) -> list:
+    """The placements of a DTensor reduction's result: Replicate on a mesh dim that sharded a
+    reduced dim (the fold), the other placements kept (Shard dims renumbered without keepdims)."""
+    from torch.distributed.tensor import Replicate, Shard
+    result = []
+    for p in placements:
         if isinstance(p, Shard) and p.dim in red:
-            placements.append(Replicate())
+            result.append(Replicate())
         elif isinstance(p, Shard) and not keepdims:
-            placements.append(Shard(p.dim - sum(1 for a in red if a < p.dim)))
+            result.append(Shard(p.dim - sum(1 for a in red if a < p.dim)))
         else:
-            placements.append(p)
-    return _from_local(result, x, placements, _result_shape(x.shape, red, keepdims))
+            result.append(p)
+    return result

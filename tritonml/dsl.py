@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from .library import _dtensor
 from .ops.scan import associative_scan_states
 
 __all__ = ["associative_scan"]
@@ -40,6 +41,9 @@ def associative_scan(combine_fn, xs, axis, *, reverse=False, exclusive=False, id
     write (``out[i]`` may be ``xs[i]`` itself: in place). ``config``: a ``ScanConfig`` instead of
     the tuned choice.
     """
+    if _dtensor.any_dtensor(xs):  # SPMD over the shards: tritonml.distributed.associative_scan
+        return _dtensor.associative_scan(combine_fn, xs, axis, reverse, exclusive, identity,
+                                         initial, out, config)
     single = isinstance(xs, torch.Tensor)
     tensors = (xs,) if single else xs
     if torch.is_grad_enabled() and isinstance(tensors, (tuple, list)) and any(

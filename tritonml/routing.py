@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import operator
+import sys
 import threading
 from dataclasses import dataclass
 from typing import Callable
@@ -385,8 +386,16 @@ def _named(t: torch.Tensor) -> bool:
     return any(n is not None for n in getattr(t, "names", ()))  # newer torch has no named tensors
 
 
+def _dtensor(t) -> bool:
+    module = sys.modules.get("torch.distributed.tensor")  # no DTensor exists before it loads
+    return module is not None and isinstance(t, module.DTensor)
+
+
 def _readable(t) -> bool:
-    """A plain strided tensor ours can read or write, on a routed device."""
+    """A plain strided tensor ours can read or write, on a routed device; or a DTensor whose
+    local shard is one (tritonml's ops take DTensors: library/_dtensor.py)."""
+    if _dtensor(t):
+        return _readable(t.to_local())
     if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.layout != torch.strided:
         return False
     if t.is_quantized or t.is_nested or t._is_zerotensor() or _named(t) or _functorch_wrapped(t):
@@ -450,6 +459,9 @@ class _Plan:
         if self.records:
             # Autograd refuses out=; torch's results are contiguous, so ours is made so too.
             return ours(None).contiguous()
+        if _dtensor(self.x):  # its result's placements are tritonml.distributed's to choose
+            with torch.no_grad():
+                return ours(None)
         out = self.out
         target = out if out is not None else torch.empty(self.shape, dtype=self.result_dtype,
                                                          device=self.x.device)
@@ -472,6 +484,9 @@ def _plan(route: Route, inplace: bool, args, kwargs) -> _Plan | None:
         return None
     if out is not None and not (_readable(out) and out.device == x.device):
         return None
+    if _dtensor(x) and (out is not None or x.dtype == torch.bool
+                        or (torch.is_grad_enabled() and x.requires_grad)):
+        return None  # a DTensor routes as a functional call without autograd; torch runs the rest
 
     dims = _read_dims(route.dims, arguments["dim"], x.dim())
     if inplace:  # x keeps its dtype; integers wrap modulo 2**bits either way

@@ -3,6 +3,7 @@
 A plain function, not a torch op: the reduction is a Python object (its ``@triton.jit``
 functions and dtype rules) that no op schema can carry. So no autograd (outputs never require
 grad) and no vmap; under torch.compile it runs eagerly (``torch.compiler.disable``: a graph break).
+DTensors reduce locally when no reduced dim is sharded (``library/_dtensor.py``).
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import torch
 
 from .._config import ReduceConfig
 from ..ops.reduce_with import reduce_with_axes
+from . import _dtensor
 
 
 @torch.compiler.disable
@@ -34,6 +36,10 @@ def reduce_with(reduction, xs, axes=None, *, keepdims: bool = True,
     >>> var.flatten().tolist(), mean.flatten().tolist()
     ([1.0, 3.6666667461395264], [3.5, 6.5])
     """
+    if _dtensor.any_dtensor(xs):
+        return _dtensor.reduce_with(
+            lambda local: reduce_with(reduction, local, axes, keepdims=keepdims, config=config),
+            reduction, xs, axes, keepdims)
     with torch.no_grad():
         outs = reduce_with_axes(reduction, xs, axes, keepdims=keepdims, config=config)
     return outs[0] if len(outs) == 1 else outs
