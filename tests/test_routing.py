@@ -396,6 +396,31 @@ def test_calls_autograd_records_give_torch_gradients(name):
     assert_same(x.grad, want_grad)
 
 
+# torch's reductions that routing takes under autograd (logsumexp falls through, see below).
+ROUTED_REDUCTIONS_WITH_GRADIENT = {
+    "sum": torch.sum, "mean": torch.mean, "amax": torch.amax, "amin": torch.amin,
+    "prod": torch.prod, "vector_norm 1": lambda t, **k: vn(t, 1, **k),
+    "vector_norm 2": lambda t, **k: vn(t, 2, **k),
+}
+
+
+@pytest.mark.parametrize("name", ROUTED_REDUCTIONS_WITH_GRADIENT)
+def test_gradients_of_0d_tensors_are_torchs_for_every_dim_spelling(name):
+    function = ROUTED_REDUCTIONS_WITH_GRADIENT[name]
+    dims = [0, -1] if name == "prod" else [None, (), 0, -1, [0], (0,), (-1,)]
+    forms = [{}] + [{"dim": d, "keepdim": k} for d in dims for k in (True, False)]
+    for kwargs in forms:
+        x = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+        want = function(x, **kwargs)
+        (want_grad,) = torch.autograd.grad(want, x)
+        got, error, launches = routed(lambda t: function(t, **kwargs), x)
+        assert error is None, (kwargs, error)
+        assert launches > 0, kwargs
+        assert_same(got.detach(), want.detach())
+        (grad,) = torch.autograd.grad(got, x)
+        assert_same(grad, want_grad)
+
+
 def test_logsumexp_under_autograd_falls_through():
     """torch's gradient at infinite inputs is NaN; tritonml's is finite."""
     x = f64([[-float("inf")] * 3, [1, float("inf"), 0]]).requires_grad_()

@@ -162,6 +162,72 @@ def test_reduce_gradcheck_and_double_backward(function, axes, keepdims):
         assert torch.autograd.gradgradcheck(f, (x,), fast_mode=True)
 
 
+# A torch expression with the same derivative as each function, for torch's gradient as oracle.
+TORCH_REDUCE = {
+    "AVERAGE": torch.mean, "SUM": torch.sum, "MAX": torch.amax, "MIN": torch.amin,
+    "MULTIPLY": lambda t, **k: torch.prod(t, **k) if k else torch.prod(t),
+    "L1": lambda t, **k: torch.linalg.vector_norm(t, 1, **k),
+    "L2": lambda t, **k: torch.linalg.vector_norm(t, 2, **k),
+    "SUM_SQUARE": lambda t, **k: (t * t).sum(**k),
+    "LOG_SUM": lambda t, **k: torch.sum(t, **k).log(),
+    "LOG_SUM_EXP": lambda t, **k: torch.logsumexp(t, **k),
+}
+# Every spelling of the axes a 0-d tensor takes (it acts as shape [1]).
+AXES_OF_0D = [None, 0, -1, [0], (0,), (-1,)]
+
+
+@pytest.mark.parametrize("function", DIFFERENTIABLE)
+def test_reduce_gradient_of_a_0d_tensor_is_torchs_for_every_axes_spelling(function):
+    for value in (0.7, -0.3, 0.0):
+        for axes in AXES_OF_0D:
+            for keepdims in (True, False):
+                x = torch.tensor(value, dtype=torch.float64, requires_grad=True)
+                got = tritonml.reduce(x, function, axes, keepdims=keepdims)
+                (grad,) = torch.autograd.grad(got, x)
+                t = x.detach().clone().requires_grad_()
+                kwargs = {} if function == "MULTIPLY" and not isinstance(axes, int) else \
+                    {"dim": 0 if axes is None else axes, "keepdim": keepdims}
+                want = TORCH_REDUCE[function](t, **kwargs)
+                (want_grad,) = torch.autograd.grad(want, t)
+                assert got.shape == want.shape == ()
+                torch.testing.assert_close(grad, want_grad, equal_nan=True,
+                                           msg=f"{function} of {value}, axes={axes}, "
+                                               f"keepdims={keepdims}")
+
+
+@pytest.mark.parametrize("scan", ["cumulative_sum", "cumulative_product"])
+def test_scan_gradients_of_a_0d_tensor_match_torch(scan):
+    # One element: torch's scan of [initial or the identity, x], inclusive its last output,
+    # exclusive its first.
+    cum = torch.cumsum if scan == "cumulative_sum" else torch.cumprod
+    for axis in (0, -1):
+        for reverse in (False, True):
+            for exclusive in (False, True):
+                for initial in (None, 0.3):
+                    x = torch.tensor(0.7, dtype=torch.float64, requires_grad=True)
+                    i = None if initial is None else \
+                        torch.tensor(initial, dtype=torch.float64, requires_grad=True)
+                    got = getattr(tritonml, scan)(x, axis, reverse=reverse, exclusive=exclusive,
+                                                  initial=i)
+                    inputs = (x,) if i is None else (x, i)
+                    grads = torch.autograd.grad(got, inputs, allow_unused=True,
+                                                materialize_grads=True)
+                    tx, ti = x.detach().clone().requires_grad_(), \
+                        None if i is None else i.detach().clone().requires_grad_()
+                    start = ti if ti is not None else \
+                        torch.tensor(float(scan != "cumulative_sum"), dtype=torch.float64)
+                    runs = cum(torch.stack([start, tx]), 0)   # the start, then the one element
+                    want = runs[0] if exclusive else runs[1]
+                    t_inputs = (tx,) if ti is None else (tx, ti)
+                    want_grads = torch.autograd.grad(want, t_inputs, allow_unused=True,
+                                                     materialize_grads=True)
+                    assert got.shape == () and torch.allclose(got, want.reshape(()))
+                    for g, w in zip(grads, want_grads, strict=True):
+                        torch.testing.assert_close(g, w, msg=f"{scan} axis={axis} "
+                                                   f"reverse={reverse} exclusive={exclusive} "
+                                                   f"initial={initial}")
+
+
 def test_multiply_gradient_with_one_and_with_two_zeros():
     x = torch.tensor([[2.0, 0.0, 3.0], [0.0, 0.0, 5.0], [1.5, 2.0, -1.0]], dtype=torch.float64,
                      requires_grad=True)

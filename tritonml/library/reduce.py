@@ -119,7 +119,9 @@ def _backward(ctx, grad):
     if function == "SUM":
         grad_x = grad.expand(x.shape)
     elif function == "AVERAGE":
-        grad_x = (grad / math.prod(x.shape[a] for a in axes)).expand(x.shape)
+        # A 0-d x acts as shape [1] (its axes are (0,), past x.shape): one element.
+        count = math.prod(x.shape[a] for a in axes) if x.dim() else 1
+        grad_x = (grad / count).expand(x.shape)
     elif function == "SUM_SQUARE":
         grad_x = 2 * x * grad
     elif function == "L1":

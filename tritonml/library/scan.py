@@ -192,6 +192,8 @@ def _sum_backward(ctx, grad):
 
 def _shift_later(grad, axis: int, reverse: bool):
     """grad[i] <- grad[i + 1] in traversal order, the last position 0."""
+    if grad.dim() == 0:   # a 0-d tensor acts as shape [1]: its one position is the last
+        return torch.zeros_like(grad)
     n = grad.shape[axis]
     if n == 0:
         return grad
