@@ -2,6 +2,8 @@
 variance (``tritonml.reductions.welford``), against numpy in float64 and exact Python integers."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -211,6 +213,129 @@ def test_user_two_input_dot_product(regime, b_strides):
     out = tritonml.reduce_with(DOT, (a_tensor, b_tensor), 1, config=CONFIGS[regime])
     assert isinstance(out, torch.Tensor) and out.dtype == torch.float64
     np.testing.assert_allclose(out.flatten().numpy(), (a * b).sum(axis=1), rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradients: Welford's closed form against torch.var_mean's autograd; a user's backward
+# ---------------------------------------------------------------------------------------------
+def test_welford_gradient_flows_into_a_loss_with_other_terms():
+    x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    var, mean = tritonml.reduce_with(welford, x, 0)
+    (tritonml.reduce(x, "sum") + var.sum()).backward()
+    t = x.detach().clone().requires_grad_()
+    want_var, _ = torch.var_mean(t, 0, keepdim=True)
+    (t.sum() + want_var.sum()).backward()
+    torch.testing.assert_close(x.grad, t.grad)
+
+
+@pytest.mark.parametrize("reduction, correction", [(welford, 1), (welford_biased, 0)],
+                         ids=["welford", "welford_biased"])
+@pytest.mark.parametrize("shape, axes, keepdims", [
+    ((4, 3), 0, True), ((3, 2, 3), (0, 2), False), ((3, 2), None, False), ((5,), -1, True),
+    ((1, 4), 0, True), ((), None, True), ((), 0, False)],
+    ids=["rows", "axes apart", "whole", "negative", "one element", "0-d", "0-d axis 0"])
+def test_welford_gradients_match_torch_var_mean(reduction, correction, shape, axes, keepdims):
+    rng = np.random.default_rng(7)
+    x = torch.from_numpy(rng.normal(size=(*shape, 2)))[..., 0].requires_grad_()  # non-contiguous
+    t = x.detach().clone().requires_grad_()
+    var, mean = tritonml.reduce_with(reduction, x, axes, keepdims=keepdims)
+    with warnings.catch_warnings():   # torch warns of n <= correction, and gives NaN as welford
+        warnings.simplefilter("ignore", UserWarning)
+        want_var, want_mean = torch.var_mean(t, dim=axes, correction=correction, keepdim=keepdims)
+    g_var, g_mean = torch.randn_like(want_var), torch.randn_like(want_mean)
+    # both outputs, var alone, mean alone (where n <= correction, var's gradient is NaN: torch's)
+    for outputs, wants, grads in (((var, mean), (want_var, want_mean), (g_var, g_mean)),
+                                  ((var,), (want_var,), (g_var,)),
+                                  ((mean,), (want_mean,), (g_mean,))):
+        (got,) = torch.autograd.grad(outputs, x, grads, retain_graph=True)
+        (want,) = torch.autograd.grad(wants, t, grads, retain_graph=True)
+        torch.testing.assert_close(got, want, equal_nan=True)
+    if x.numel() // var.numel() > correction:   # finite: finite differences check it too, and its double backward
+        f = lambda s: tritonml.reduce_with(reduction, s, axes, keepdims=keepdims)  # noqa: E731
+        assert torch.autograd.gradcheck(f, (x,))
+        assert torch.autograd.gradgradcheck(f, (x,), fast_mode=True)
+
+
+def test_welford_float32_gradient_and_outputs_need_grad_only_when_recorded():
+    x = torch.randn(6, 5).t().requires_grad_()
+    var, mean = tritonml.reduce_with(welford, x, 1, keepdims=False)
+    assert var.grad_fn is not None and mean.requires_grad
+    t = x.detach().clone().requires_grad_()
+    want_var, want_mean = torch.var_mean(t, 1)
+    torch.testing.assert_close(torch.autograd.grad(var.sum() + 3 * mean.sum(), x)[0],
+                               torch.autograd.grad(want_var.sum() + 3 * want_mean.sum(), t)[0])
+    with torch.no_grad():
+        assert not tritonml.reduce_with(welford, x, 1)[0].requires_grad
+    assert not tritonml.reduce_with(welford, x.detach(), 1)[0].requires_grad
+
+
+def test_welford_gradient_under_torch_func_grad():
+    x = torch.randn(4, 6, dtype=torch.float64)
+    got = torch.func.grad(lambda t: tritonml.reduce_with(welford, t, 1)[0].sum())(x)
+    want = torch.func.grad(lambda t: torch.var_mean(t, 1)[0].sum())(x)
+    torch.testing.assert_close(got, want)
+
+
+def _dot_backward(xs, outputs, grad_outputs, axes):
+    (a, b), (grad,) = xs, grad_outputs
+    return grad * b, grad * a
+
+
+def _differentiable_dot(backward=_dot_backward):
+    return tritonml.Reduction(
+        "dot", _dot_prepare, _dot_merge, _dot_finish, identity=(0.0,),
+        state_dtypes=lambda dtypes: (torch.float64,), output_dtypes=lambda dtypes: (torch.float64,),
+        inputs=2, load_dtypes=lambda dtypes: (torch.float64, torch.float64), backward=backward)
+
+
+@pytest.mark.parametrize("keepdims", [True, False])
+def test_user_backward_of_two_inputs_matches_torch(keepdims):
+    dot = _differentiable_dot()
+    rng = np.random.default_rng(8)
+    a = torch.from_numpy(rng.normal(size=(3, 7))).requires_grad_()
+    b = torch.from_numpy(rng.normal(size=(7, 3))).t().requires_grad_()   # other strides
+    f = lambda p, q: tritonml.reduce_with(dot, (p, q), 1, keepdims=keepdims)  # noqa: E731
+    assert torch.autograd.gradcheck(f, (a, b))
+    weights = torch.arange(1.0, 4.0, dtype=torch.float64).reshape((3, 1) if keepdims else (3,))
+    got = torch.autograd.grad(f(a, b), (a, b), weights)
+    ta, tb = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    want = torch.autograd.grad((ta * tb).sum(1, keepdim=keepdims), (ta, tb), weights)
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w)
+    # only b records: a's gradient is neither asked for nor returned
+    (got_b,) = torch.autograd.grad(f(a.detach(), b), b, weights)
+    torch.testing.assert_close(got_b, want[1])
+
+
+def test_a_reduction_without_backward_refuses_inputs_that_require_grad():
+    x = torch.randn(4, 5, requires_grad=True)
+    y = torch.randn(4, 5)
+    with _trace.record(execute=False) as rec:
+        with pytest.raises(RuntimeError, match=r"^xs\[1\]: requires grad, but the reduction dot "
+                                               r"has no gradient; give .*backward=.*detach"):
+            tritonml.reduce_with(DOT, (y, x), 1)
+        with pytest.raises(RuntimeError, match=r"^xs: requires grad, but the reduction min_max"):
+            tritonml.reduce_with(MIN_MAX, x, 1)
+    assert rec.launches == []
+    # no recording, no error: detached, or grad mode off
+    want = (x.detach().double() * y.double()).sum(1, keepdim=True)
+    torch.testing.assert_close(tritonml.reduce_with(DOT, (y, x.detach()), 1), want)
+    with torch.no_grad():
+        torch.testing.assert_close(tritonml.reduce_with(DOT, (y, x), 1), want)
+
+
+def test_a_backward_returning_the_wrong_gradients_is_an_error():
+    a = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(3, 4, dtype=torch.float64)
+    wrong_count = _differentiable_dot(lambda xs, outs, grads, axes: (grads[0] * xs[1],))
+    with pytest.raises(TypeError, match=r"^reduction: dot's backward must return a tuple of 2"):
+        tritonml.reduce_with(wrong_count, (a, b), 1).sum().backward()
+    unexpanded = _differentiable_dot(lambda xs, outs, grads, axes: (grads[0], None))
+    with pytest.raises(ValueError, match=r"^reduction: dot's backward returned \(3, 1\) for "
+                                         r"xs\[0\]; .*shape \(3, 4\)"):
+        tritonml.reduce_with(unexpanded, (a, b), 1).sum().backward()
+    with pytest.raises(TypeError, match="^backward: expected None or a function"):
+        _differentiable_dot(backward="grad")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,8 +20,13 @@ Dtypes: float16 and bfloat16 accumulate in float32, float32 in float32, float64 
 outputs have the input's dtype. Integer and bool inputs are refused (as torch.var_mean does);
 convert them to a floating-point dtype first. n is held in the state's float dtype (exact up to
 2**24 elements per state in float32; beyond, its relative error is at most 2**-24).
+
+Gradients: the closed form torch.var_mean uses (``welford_backward``), so var and mean are
+differentiable in x through ``reduce_with``.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 import triton
@@ -125,14 +130,32 @@ def _check_float(dtypes):
                         f"{dtype_name(dtypes[0])}; convert it to a floating-point dtype first")
 
 
-def _welford(name, finish):
+def welford_backward(correction: int):
+    """The gradient of (var, mean) over n elements, in closed form, as torch.var_mean's:
+    d var / d x = 2 (x - mean) / (n - correction), d mean / d x = 1 / n. Made of torch ops on the
+    saved mean (itself an output, so double backward runs through this formula again)."""
+    def backward(xs, outputs, grad_outputs, axes):
+        (x,), (_, mean), (grad_var, grad_mean) = xs, outputs, grad_outputs
+        n = math.prod(x.shape[a] for a in axes)
+        grad = torch.zeros_like(x)
+        if grad_var is not None:
+            # as torch: 2 / 0 = inf where n == correction, so the gradient is NaN like the var
+            scale = 2.0 / (n - correction) if n != correction else math.inf
+            grad = grad + scale * grad_var * (x - mean)
+        if grad_mean is not None:
+            grad = grad + grad_mean / n if n else grad
+        return (grad,)
+    return backward
+
+
+def _welford(name, finish, correction):
     return Reduction(name, welford_prepare, welford_merge, finish, identity=(0.0, 0.0, 0.0),
                      state_dtypes=_state_dtypes, output_dtypes=_output_dtypes, inputs=1,
                      outputs=2, along=welford_along, load_dtypes=_load_dtypes,
-                     check=_check_float)
+                     check=_check_float, backward=welford_backward(correction))
 
 
-welford = _welford("welford", welford_finish_unbiased)
-welford_biased = _welford("welford_biased", welford_finish_biased)
+welford = _welford("welford", welford_finish_unbiased, 1)
+welford_biased = _welford("welford_biased", welford_finish_biased, 0)
 
 __all__ = ["welford", "welford_biased"]

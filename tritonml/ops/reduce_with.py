@@ -56,6 +56,14 @@ class Reduction:
     one torch dtype per state component, ``output_dtypes(dtypes)`` one per output,
     ``load_dtypes(dtypes)`` one per input (default: float16/bfloat16 as float32, the rest as is).
     ``check(dtypes)``, if given, raises TypeError for inputs the reduction does not accept.
+
+    ``backward(xs, outputs, grad_outputs, axes) -> grads``, if given, is the reduction's gradient,
+    a plain function of torch tensors that ``tritonml.reduce_with`` calls from autograd: ``xs``
+    the inputs, ``outputs`` the outputs with the reduced axes kept as size 1 (so they broadcast
+    against ``xs``), ``grad_outputs`` one gradient per output of the same shape or None where an
+    output received none (never all None), ``axes`` the reduced axes (sorted, non-negative; () for a 0-d input).
+    It returns a tuple with one gradient per input: a tensor of that input's shape, or None.
+    Without it, inputs that require grad are refused (docs/dsl.md, "Gradients").
     """
     name: str
     prepare: object
@@ -70,12 +78,17 @@ class Reduction:
     load_dtypes: Optional[Callable] = None
     check: Optional[Callable] = None
     uses_index: bool = False
+    backward: Optional[Callable] = None
 
     def __post_init__(self):
         for name in ("prepare", "merge", "finish", "state_dtypes", "output_dtypes"):
             if not callable(getattr(self, name)):
                 raise TypeError(f"{name}: expected a function (prepare, merge, finish: @triton.jit "
                                 f"functions), got {type(getattr(self, name)).__name__}")
+        if self.backward is not None and not callable(self.backward):
+            raise TypeError(f"backward: expected None or a function of torch tensors "
+                            f"(xs, outputs, grad_outputs, axes) -> grads, got "
+                            f"{type(self.backward).__name__}")
         if not isinstance(self.identity, tuple) or not self.identity:
             raise TypeError(f"identity: expected a non-empty tuple (one value per state component), "
                             f"got {self.identity!r}")
