@@ -323,7 +323,7 @@ def _error_cases():
         (r"initial\[1\]", ValueError, lambda: tritonml.associative_scan(
             f, (x, y), 1, initial=(torch.rand(2), torch.rand(5)))),
         (r"initial\[0\]", TypeError, lambda: tritonml.associative_scan(
-            f, (x, y), 1, initial=(torch.rand(2, dtype=torch.float64), torch.rand(2)))),
+            f, (x, y), 1, initial=(torch.rand(2, dtype=torch.float16), torch.rand(2)))),
         (r"initial\[0\]", TypeError, lambda: tritonml.associative_scan(  # no data to read
             f, (x, y), 1, initial=(torch.rand(2, device="meta"), torch.rand(2)))),
         ("out", ValueError, lambda: tritonml.associative_scan(f, (x, y), 1, out=(x,))),
@@ -445,3 +445,133 @@ def test_rank_0_is_a_scan_of_one_element():
     result = tritonml.associative_scan(linear_recurrence, (g, t), 0, exclusive=True,
                                        identity=(1.0, 0.0), initial=init)
     assert [r.item() for r in result] == [1.5, 3.0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunks with the carry in the accumulation dtypes (return_carry)
+# ---------------------------------------------------------------------------------------------
+def test_chunked_float32_recurrence_with_carries_equals_one_scan():
+    rng = np.random.default_rng(21)
+    gate = torch.from_numpy(rng.uniform(0.9, 1.0, (2, 32)).astype(np.float32))
+    token = torch.from_numpy((100.0 + rng.standard_normal((2, 32))).astype(np.float32))
+    config = ScanConfig("rows", 8, 2)
+    whole = tritonml.associative_scan(linear_recurrence, (gate, token), 1, config=config)
+    # oracle for the one scan: the sequential loop in float64
+    for row in range(2):
+        state = (float(gate[row, 0]), float(token[row, 0]))
+        for t in range(1, 32):
+            state = linear_py(state, (float(gate[row, t]), float(token[row, t])))
+            assert math.isclose(whole[1][row, t].item(), state[1], rel_tol=2 ** -23)
+    carry, pieces = None, []
+    for g, t in zip(gate.split(8, 1), token.split(8, 1)):
+        piece, carry = tritonml.associative_scan(linear_recurrence, (g, t), 1, initial=carry,
+                                                 config=config, return_carry=True)
+        pieces.append(piece)
+    assert [c.dtype for c in carry] == [torch.float64, torch.float64]
+    for i in range(2):
+        assert torch.equal(torch.cat([p[i] for p in pieces], 1), whole[i])
+    h = tritonml.linear_recurrence(gate, token, 1)
+    first, h_carry = tritonml.linear_recurrence(gate[:, :16], token[:, :16], 1, return_carry=True)
+    second, _ = tritonml.linear_recurrence(gate[:, 16:], token[:, 16:], 1, initial=h_carry,
+                                           return_carry=True)
+    assert h_carry.dtype == torch.float64
+    assert torch.equal(torch.cat([first, second], 1), h)
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors inside a combine: named, located and shown once; out= untouched
+# ---------------------------------------------------------------------------------------------
+@triton.jit
+def _uses_an_undefined_name(a, b):
+    return (a[0] + not_defined_anywhere,)  # noqa: F821
+
+
+@triton.jit
+def _forgets_to_return(a, b):
+    total = a[0] + b[0]  # noqa: F841
+
+
+@triton.jit
+def _reads_past_the_state(a, b):
+    return (a[0] + b[2],)
+
+
+@triton.jit
+def _indexes_past_the_state(a, b):
+    i = 2
+    return (a[0] + b[i],)
+
+
+@triton.jit
+def _uses_python_math(a, b):
+    return (a[0] + math.exp(b[0]),)
+
+
+def _line_of(fn, text: str) -> str:
+    """``file:line`` of the line of ``fn``'s source holding ``text`` (found by inspect)."""
+    import inspect
+    lines, first = inspect.getsourcelines(fn.fn)
+    index = next(i for i, line in enumerate(lines) if text in line)
+    return f"{inspect.getsourcefile(fn.fn)}:{first + index}"
+
+
+def _raises_untouched(fn, kind):
+    x = torch.rand(2, 6)
+    out = torch.full_like(x, 7.0)
+    with pytest.raises(kind) as caught:
+        tritonml.associative_scan(fn, x, 1, out=out)
+    assert torch.equal(out, torch.full_like(x, 7.0))
+    return caught.value
+
+
+@pytest.mark.skipif(not tritonml.INTERPRET, reason="locates errors the interpreter raises")
+def test_an_error_inside_the_combine_is_shown_once_at_its_line():
+    error = _raises_untouched(_uses_an_undefined_name, tritonml.CombineError)
+    message = str(error)
+    assert message.startswith(f"combine_fn {__name__}._uses_an_undefined_name "
+                              f"({_line_of(_uses_an_undefined_name, 'not_defined_anywhere')})")
+    assert message.count("name 'not_defined_anywhere' is not defined") == 1
+    assert "NameError" in message and "InterpreterError" not in message
+    assert "return (a[0] + not_defined_anywhere,)" in message
+    assert isinstance(error.original, NameError)
+    assert error.combine == f"{__name__}._uses_an_undefined_name"
+
+
+def test_a_combine_without_return_is_refused_before_launch():
+    with _trace.record(execute=False) as rec:
+        error = _raises_untouched(_forgets_to_return, ValueError)
+    assert rec.launches == []
+    assert str(error) == (f"combine_fn: {__name__}._forgets_to_return "
+                          f"({_line_of(_forgets_to_return, 'def ')}) has no return statement; it "
+                          "must return a tuple of 1 value(s), one per tensor of xs (e.g. return "
+                          "(a[0] + b[0],))")
+
+
+def test_a_constant_index_past_the_state_is_refused_before_launch():
+    with _trace.record(execute=False) as rec:
+        error = _raises_untouched(_reads_past_the_state, ValueError)
+    assert rec.launches == []
+    assert str(error) == (f"combine_fn: {__name__}._reads_past_the_state "
+                          f"({_line_of(_reads_past_the_state, 'b[2]')}) reads b[2], but each state "
+                          "holds 1 component(s), one per tensor of xs: b[0] to b[0]")
+
+
+@pytest.mark.skipif(not tritonml.INTERPRET, reason="locates errors the interpreter raises")
+def test_an_index_past_the_state_at_run_time_names_the_state_size():
+    error = _raises_untouched(_indexes_past_the_state, tritonml.CombineError)
+    message = str(error)
+    assert message.startswith(f"combine_fn {__name__}._indexes_past_the_state "
+                              f"({_line_of(_indexes_past_the_state, 'b[i]')}) raised IndexError")
+    assert "hint: each state holds 1 component(s), one per tensor of xs: a[0] to a[0]" in message
+    assert isinstance(error.original, IndexError)
+
+
+@pytest.mark.skipif(not tritonml.INTERPRET, reason="locates errors the interpreter raises")
+def test_python_math_on_a_tile_hints_at_triton_math():
+    error = _raises_untouched(_uses_python_math, tritonml.CombineError)
+    message = str(error)
+    assert message.startswith(f"combine_fn {__name__}._uses_python_math "
+                              f"({_line_of(_uses_python_math, 'math.exp')}) raised TypeError")
+    assert "hint: Python's math functions take numbers, not tiles: use Triton's (tl.exp" in message
+    assert message.count("TypeError") == 1 and "InterpreterError" not in message
+    assert isinstance(error.original, TypeError)

@@ -221,7 +221,7 @@ def test_vmap_over_a_batch_of_sequences():
     (lambda g, x: tritonml.linear_recurrence(g, x.double(), 1), "tokens: dtype"),
     (lambda g, x: tritonml.linear_recurrence(g, x, 2), "axis: 2 is out of range"),
     (lambda g, x: tritonml.linear_recurrence(g, x, 1, initial=torch.zeros(5)), "initial: shape"),
-    (lambda g, x: tritonml.linear_recurrence(g, x, 1, initial=torch.zeros(4).double()),
+    (lambda g, x: tritonml.linear_recurrence(g, x, 1, initial=torch.zeros(4).half()),
      "initial: dtype"),
     (lambda g, x: tritonml.linear_recurrence(g.numpy(), x, 1), "gates: expected a torch.Tensor"),
     (lambda g, x: tritonml.linear_recurrence(g, x, 1, reverse=1), "reverse"),

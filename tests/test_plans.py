@@ -313,13 +313,13 @@ def test_a_prepared_launch_passes_exactly_what_a_full_launch_passes(monkeypatch)
     (step,) = work.steps
     prepared = _triton_compat.PreparedLaunch(kernel, step.launch.grid, step.launch.tail,
                                              step.launch.meta)
-    # tensors: x, out and the initial's slot (x stands in without one)
-    order = tuple(p.name for p in kernel.params[3 + len(prepared.tail):])
-    key = (kernel, 0, tuple(_triton_compat._arg_key(a) for a in (x, out, x, *prepared.tail)),
+    # tensors: x, out and the initial's and the carry's slots (x stands in without them)
+    order = tuple(p.name for p in kernel.params[4 + len(prepared.tail):])
+    key = (kernel, 0, tuple(_triton_compat._arg_key(a) for a in (x, out, x, x, *prepared.tail)),
            tuple(prepared.meta.items()))
     monkeypatch.setitem(_triton_compat._compiled, key, (Compiled(), order))
-    assert prepared.launch([x, out, x]) and prepared.launch([x, out, x])
-    expected = (x, out, x, *prepared.tail, *(prepared.meta[name] for name in order))
+    assert prepared.launch([x, out, x, x]) and prepared.launch([x, out, x, x])
+    expected = (x, out, x, x, *prepared.tail, *(prepared.meta[name] for name in order))
     assert len(calls) == 2
     for args in calls:
         assert args[:4] == (4, 1, 1, 7)            # grid (16 rows / 4 per program), stream

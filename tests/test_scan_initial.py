@@ -170,6 +170,67 @@ def test_chunked_scan_equals_one_scan(op, exclusive, config):
         assert torch.equal(torch.cat([pieces[s] for s, _ in chunks], 1), whole)
 
 
+# Chunks of a float32 sum, the carry kept in float64 (the accumulation dtype): chunk lengths are
+# multiples of the forced tile, so each chunk's tiles are the one scan's tiles and its carry is the
+# one scan's float64 tally there, bit for bit. The oracle: the one scan against numpy float64.
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("config", [ScanConfig("rows", 64, 2),
+                                    ScanConfig("lookback", 64, 1, prefix_every=2)],
+                         ids=["rows", "lookback"])
+def test_float32_chunks_with_an_accumulation_dtype_carry_equal_one_scan(exclusive, config):
+    rng = np.random.default_rng(12)
+    # large values with a small spread: a carry rounded to float32 at each chunk boundary loses
+    # the low bits the float64 tally keeps
+    x = torch.from_numpy((1000.0 + rng.standard_normal((3, 512))).astype(np.float32))
+    for reverse in (False, True):
+        whole = tritonml.ops.scan.cumulative_scan(x, 1, SUM, reverse=reverse, exclusive=exclusive,
+                                                  config=config)
+        flipped = x.double().numpy()[:, ::-1] if reverse else x.double().numpy()
+        expected = np.cumsum(flipped, 1)
+        if exclusive:
+            expected = np.concatenate([np.zeros((3, 1)), expected[:, :-1]], 1)
+        expected = expected[:, ::-1] if reverse else expected
+        np.testing.assert_allclose(whole.double().numpy(), expected, rtol=2 ** -23, atol=0)
+        chunks = list(x.split(64, 1))
+        carry, pieces = None, []
+        for chunk in (chunks[::-1] if reverse else chunks):
+            piece, carry = tritonml.cumulative_sum(chunk, 1, reverse=reverse,
+                                                   exclusive=exclusive, initial=carry,
+                                                   return_carry=True)
+            pieces.append(piece)
+        assert carry.dtype == torch.float64
+        np.testing.assert_allclose(carry.numpy(), x.double().numpy().sum(1), rtol=1e-12)
+        assert torch.equal(torch.cat(pieces[::-1] if reverse else pieces, 1), whole)
+
+
+def test_return_carry_of_each_function():
+    rng = np.random.default_rng(13)
+    x = torch.from_numpy(rng.uniform(0.5, 1.5, (2, 40)).astype(np.float32))
+    result, carry = tritonml.cumulative_product(x, 1, return_carry=True)
+    assert carry.dtype == torch.float64
+    np.testing.assert_allclose(carry.numpy(), x.double().numpy().prod(1), rtol=1e-12)
+    np.testing.assert_allclose(result.numpy(), np.cumprod(x.double().numpy(), 1), rtol=1e-6)
+    ints = torch.tensor([[2 ** 31 - 1, 5, -3]], dtype=torch.int32)
+    _, carry = tritonml.cumulative_sum(ints, 1, exclusive=True, return_carry=True)
+    assert carry.dtype == torch.int64 and carry.tolist() == [2 ** 31 + 1]  # not wrapped
+    # an empty axis: the carry is the initial, in the accumulation dtype
+    initial = torch.tensor([1.5, 2.5])
+    out, carry = tritonml.cumulative_sum(torch.empty(2, 0), 1, initial=initial, return_carry=True)
+    assert out.shape == (2, 0) and carry.dtype == torch.float64 and carry.tolist() == [1.5, 2.5]
+    # an expanded initial is read through a dense copy, so the carry has a layout of its own
+    _, carry = tritonml.cumulative_sum(x, 1, initial=torch.tensor(1.0).expand(2),
+                                       return_carry=True)
+    np.testing.assert_allclose(carry.numpy(), 1.0 + x.double().numpy().sum(1), rtol=1e-12)
+
+
+def test_return_carry_refuses_autograd():
+    x = torch.ones(2, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="return_carry: has no autograd"):
+        tritonml.cumulative_sum(x, 1, return_carry=True)
+    with pytest.raises(TypeError, match="return_carry"):
+        tritonml.cumulative_sum(x.detach(), 1, return_carry=1)
+
+
 def test_out_and_in_place_with_initial():
     rng = np.random.default_rng(9)
     x = random_values((3, 20), torch.float64, "sum", rng)
@@ -208,8 +269,9 @@ def test_errors_name_initial():
         fn(x, 1, initial=torch.ones(4))
     with pytest.raises(ValueError, match="initial: shape"):
         fn(x, 1, initial=torch.ones(3, 1))
-    with pytest.raises(TypeError, match="initial: dtype torch.float64 does not match"):
-        fn(x, 1, initial=torch.ones(3, dtype=torch.float64))
+    with pytest.raises(TypeError, match="initial: dtype torch.float16 is neither x's dtype "
+                                        "torch.float32 nor its accumulation dtype torch.float64"):
+        fn(x, 1, initial=torch.ones(3, dtype=torch.float16))
     with pytest.raises(TypeError, match="initial: meta tensors"):
         fn(x, 1, initial=torch.ones(3, device="meta"))
     with pytest.raises(TypeError, match="initial: tensors with layout"):

@@ -10,7 +10,7 @@ from .library.reduce import reduce
 from .library.reduce_with import reduce_with
 from .ops.reduce_with import Reduction
 from .library.scan import cumulative_product, cumulative_sum
-from .dsl import associative_scan
+from .dsl import CombineError, associative_scan
 from .library.recurrence import linear_recurrence
 from .routing import disable, enable, use_tritonml
 from . import tuning
@@ -28,7 +28,8 @@ from tritonml_cli import __version__  # one place, importable without torch (the
 INTERPRET = _backend.INTERPRET
 
 __all__ = ["cumulative_sum", "cumulative_product", "reduce", "ReduceFunction",
-           "associative_scan", "linear_recurrence", "reduce_with", "Reduction", "reductions",
+           "associative_scan", "CombineError", "linear_recurrence", "reduce_with", "Reduction",
+           "reductions",
            "enable", "disable", "use_tritonml", "tuning", "INTERPRET", "__version__"]
 
 

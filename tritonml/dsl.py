@@ -11,14 +11,15 @@ from __future__ import annotations
 import torch
 
 from .library import _dtensor
+from .ops._state_combine import CombineError
 from .ops.scan import associative_scan_states
 
-__all__ = ["associative_scan"]
+__all__ = ["associative_scan", "CombineError"]
 
 
 @torch.compiler.disable
 def associative_scan(combine_fn, xs, axis, *, reverse=False, exclusive=False, identity=None,
-                     initial=None, out=None, config=None):
+                     initial=None, out=None, config=None, return_carry=False):
     """Running ``combine_fn`` of the state ``xs`` along ``axis``.
 
     ``combine_fn``: a ``@triton.jit`` function ``f(a, b)`` of two states, each a tuple with one
@@ -35,13 +36,23 @@ def associative_scan(combine_fn, xs, axis, *, reverse=False, exclusive=False, id
     ``identity``: one value per tensor (the state ``f`` leaves unchanged); required for
     ``exclusive`` (whose first output is the identity, or ``initial``). Without it, inclusive scans
     carry a hidden "holds elements" flag so padding never reaches ``combine_fn``'s results.
-    ``initial``: a carry-in state (tensors of ``xs``'s shape without ``axis``, ``xs``'s dtypes),
-    folded in before the first element in traversal order, so scanning in chunks, each chunk's
-    ``initial`` the previous chunk's last inclusive state, equals one scan. ``out``: tensors to
-    write (``out[i]`` may be ``xs[i]`` itself: in place). ``config``: a ``ScanConfig`` instead of
-    the tuned choice.
+    ``initial``: a carry-in state (tensors of ``xs``'s shape without ``axis``, each of its
+    component's dtype or accumulation dtype), folded in before the first element in traversal
+    order. ``return_carry=True`` returns ``(result, carry)``, ``carry`` each scan's last inclusive
+    state in the accumulation dtypes (a tensor or a tuple like the result): scanning in chunks,
+    each chunk's ``initial`` the previous chunk's carry, equals one scan bit for bit. ``out``:
+    tensors to write (``out[i]`` may be ``xs[i]`` itself: in place). ``config``: a
+    ``ScanConfig`` instead of the tuned choice.
+
+    A combine that fails while it runs raises ``CombineError`` (its message: the function's
+    qualified name, file:line, the line and its error once; ``.original`` holds the exception it
+    raised). A combine with no ``return``, a ``return`` of the wrong arity, or a constant index
+    past the state (``b[2]`` of a one-tensor state) is refused before any launch (ValueError).
     """
     if _dtensor.any_dtensor(xs):  # SPMD over the shards: tritonml.distributed.associative_scan
+        if return_carry:
+            raise NotImplementedError("return_carry: not supported for DTensor inputs; scan the "
+                                      "whole DTensor at once (tritonml.distributed)")
         return _dtensor.associative_scan(combine_fn, xs, axis, reverse, exclusive, identity,
                                          initial, out, config)
     single = isinstance(xs, torch.Tensor)
@@ -57,5 +68,8 @@ def associative_scan(combine_fn, xs, axis, *, reverse=False, exclusive=False, id
         initial = (initial,)
     results = associative_scan_states(combine_fn, tensors, axis, reverse=reverse,
                                       exclusive=exclusive, identity=identity, initial=initial,
-                                      out=out, config=config)
+                                      out=out, config=config, return_carry=return_carry)
+    if return_carry:
+        results, carries = results
+        return (results[0], carries[0]) if single else (tuple(results), tuple(carries))
     return results[0] if single else tuple(results)

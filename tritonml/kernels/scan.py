@@ -36,6 +36,11 @@ read once per chain in ACC_DTYPE, ``_first_carry``) instead of the identity; the
 carries it from the start, the look-back's first tile in traversal order folds it into the prefix
 it publishes.
 
+STORE_CARRY: each scan also writes its last inclusive state (the tally after its last element in
+traversal order, exclusive scans included) to ``carry``, in ACC_DTYPE and with ``initial``'s
+layout (the launcher gives both one set of strides), so the next chunk of a sequence can start
+from it with nothing rounded to x's dtype in between (docs/dsl.md, "Scanning in chunks").
+
 Determinism: the tally entering a tile is always the left fold, in traversal order, of the totals
 of the tiles before it. The tiled kernel computes it by construction; the look-back kernel folds
 the predecessors' aggregates forward from the nearest published prefix, which gives the same value
@@ -177,6 +182,18 @@ def _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides, i
 
 
 @triton.jit
+def _store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
+                 init_outer_strides, carry, INDEX_64: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """A chain's last inclusive state, components [1, BLOCK_INNER], into ``carry`` (initial's
+    layout, the accumulation dtypes; a FLAGGED state's flag is not stored)."""
+    bases, inner_mask = _chain_bases(chain, inner_len, outer_sizes, init_outer_strides,
+                                     init_inner_strides, INDEX_64, BLOCK_INNER)
+    for c in tl.static_range(len(carry_ptrs)):
+        tl.store(carry_ptrs[c] + bases[c], carry[c].to(carry_ptrs[c].dtype.element_ty),
+                 mask=inner_mask)
+
+
+@triton.jit
 def _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, state,
                  NEGATE_OUT: tl.constexpr, STORE: tl.constexpr):
     # STORE[c] False: component c is scanned but not written (its out pointer is never used), for
@@ -199,7 +216,7 @@ def _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, state,
 @triton.jit
 def scan_tiled_kernel(
     # pointers: one tuple entry per state component
-    x_ptrs, out_ptrs, init_ptrs,
+    x_ptrs, out_ptrs, init_ptrs, carry_ptrs,
     # layout (tritonml.ops.scan.layout_args): lengths, then each tensor's strides in elements,
     # one tuple entry per component; the outer tuples have one entry per outer dim, outermost first
     axis_len, inner_len, outer_sizes,
@@ -211,7 +228,7 @@ def scan_tiled_kernel(
     ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr,
     REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
     NEGATE_OUT: tl.constexpr, STORE: tl.constexpr, HAS_INITIAL: tl.constexpr,
-    NEGATE_INIT: tl.constexpr,
+    NEGATE_INIT: tl.constexpr, STORE_CARRY: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
     PTR_TUPLES: tl.constexpr,
 ):
@@ -221,6 +238,7 @@ def scan_tiled_kernel(
     """
     if not PTR_TUPLES:  # one component passed as plain pointers (see _PTR_TUPLES_WHY)
         x_ptrs, out_ptrs, init_ptrs = (x_ptrs,), (out_ptrs,), (init_ptrs,)
+        carry_ptrs = (carry_ptrs,)
     chain = tl.program_id(0)
     x_offs, inner_mask = _chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
                                       x_inner_strides, INDEX_64, BLOCK_INNER)
@@ -243,6 +261,9 @@ def scan_tiled_kernel(
         _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask,
                      COMBINE(carry, partial), NEGATE_OUT, STORE)
         carry = COMBINE(carry, total)
+    if STORE_CARRY:
+        _store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
+                     init_outer_strides, carry, INDEX_64, BLOCK_INNER)
 
 
 @triton.jit
@@ -286,7 +307,7 @@ def scan_lookback_kernel(
     # pointers: data (one tuple entry per state component), then the int32 status words ([0:2] the
     # int64 ticket word, [2 + slot] each tile's status; a resident workspace, zeroed when new) and the
     # per-tile aggregate and inclusive-prefix vectors (one workspace per data component)
-    x_ptrs, out_ptrs, init_ptrs, status_ptr, aggregate_ptrs, prefix_ptrs,
+    x_ptrs, out_ptrs, init_ptrs, carry_ptrs, status_ptr, aggregate_ptrs, prefix_ptrs,
     # layout (tritonml.ops.scan.layout_args): lengths, then each tensor's strides in elements,
     # one tuple entry per component; the outer tuples have one entry per outer dim, outermost first
     axis_len, inner_len, outer_sizes,
@@ -298,7 +319,7 @@ def scan_lookback_kernel(
     ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr,
     REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
     NEGATE_OUT: tl.constexpr, STORE: tl.constexpr, HAS_INITIAL: tl.constexpr,
-    NEGATE_INIT: tl.constexpr,
+    NEGATE_INIT: tl.constexpr, STORE_CARRY: tl.constexpr,
     INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr, PREFIX_EVERY: tl.constexpr,
     PTR_TUPLES: tl.constexpr,
 ):
@@ -316,6 +337,7 @@ def scan_lookback_kernel(
     """
     if not PTR_TUPLES:  # one component passed as plain pointers (see _PTR_TUPLES_WHY)
         x_ptrs, out_ptrs, init_ptrs = (x_ptrs,), (out_ptrs,), (init_ptrs,)
+        carry_ptrs = (carry_ptrs,)
         aggregate_ptrs, prefix_ptrs = (aggregate_ptrs,), (prefix_ptrs,)
     ticket_ptr = status_ptr.to(tl.pointer_type(tl.int64))
     drawn = tl.atomic_add(ticket_ptr, 1)   # epoch * TICKET_SPAN + ticket
@@ -369,3 +391,7 @@ def scan_lookback_kernel(
                      epoch_base + STATE_PREFIX, BLOCK_INNER)
     _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, COMBINE(carry, partial),
                  NEGATE_OUT, STORE)
+    if STORE_CARRY:
+        if step == n_tiles - 1:
+            _store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
+                         init_outer_strides, COMBINE(carry, total), INDEX_64, BLOCK_INNER)

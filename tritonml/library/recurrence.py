@@ -23,7 +23,7 @@ import torch
 from .. import _checks
 from ..ops.recurrence import check_recurrence_meta, recurrence
 from ._define import define, differentiable, direct_call_allowed
-from .scan import _batch_initial, _shift_later
+from .scan import _batch_initial, _shift_later, eager_carry_call
 
 
 @define("linear_recurrence")
@@ -106,18 +106,26 @@ _LINEAR_RECURRENCE = differentiable(_linear_recurrence_op, _setup_context, _back
 
 def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
                       reverse: bool = False,
-                      initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+                      initial: Optional[torch.Tensor] = None, return_carry: bool = False):
     """``h[t] = gates[t] * h[t-1] + tokens[t]`` along ``axis``: a first-order linear recurrence
     (the state update of linear RNNs and diagonal state-space models), as one scan.
 
     gates, tokens: tensors of one shape, dtype and device (any strides, expanded views too).
     reverse: run from the end of the axis (``h[t] = gates[t] * h[t+1] + tokens[t]``).
     initial: None (h before the first step is 0) or the state before the first step in traversal
-    order: a tensor of the inputs' shape without ``axis``, same dtype and device.
+    order: a tensor of the inputs' shape without ``axis``, the inputs' dtype or their
+    accumulation dtype (float64 for float32), same device.
+    return_carry: return ``(h, carry)``, ``carry`` the last h of each scan in the accumulation
+    dtype: the ``initial`` that continues the recurrence over the next chunk with nothing rounded
+    (docs/dsl.md). Eager only: no autograd, vmap or graph capture.
     Returns h, a tensor of the inputs' shape and dtype, differentiable in gates, tokens and
     initial (the backward pass is a linear recurrence in the other direction, on the same
     kernels). Runs as ``torch.ops.tritonml.linear_recurrence``; see docs/dsl.md for accuracy.
     """
+    if _checks.check_bool("return_carry", return_carry):
+        return eager_carry_call(lambda: recurrence(gates, tokens, axis, reverse=reverse,
+                                                   initial=initial, return_carry=True),
+                                gates, tokens, initial)
     inputs = (tokens,) if initial is None else (tokens, initial)
     if direct_call_allowed(gates, None, inputs):
         return recurrence(gates, tokens, axis, reverse=reverse, initial=initial)

@@ -12,14 +12,22 @@ Each operator is three ops (shown for the sum; the product's are named alike):
 
 Only the functional op is differentiable (in x and in ``initial``), as in torch: the out= and
 in-place forms refuse inputs that require grad. Backward passes are scans on tritonml's own kernels (docs/torch.md).
+
+``return_carry=True`` (the last tally in the accumulation dtype, docs/dsl.md) is not part of the
+ops' schemas: a second output in another dtype would need its own fake kernels, vmap and autograd
+rules for a value that exists to feed the next chunk's ``initial``. The public functions answer it
+by calling the launcher eagerly (``eager_carry_call``): a graph break under ``torch.compile``, and
+refused with autograd or torch.func transforms.
 """
 from typing import Optional
 
 import torch
 
 from .. import _checks
+from . import _dtensor
 from ..ops.scan import PRODUCT, SUM, ScanCombine, check_initial_meta, cumulative_scan
-from ._define import batch_first, define, differentiable, direct_call_allowed, mutated
+from ._define import (_peek_functorch, batch_first, define, differentiable, direct_call_allowed,
+                      mutated)
 
 
 def _batched_axis(axis: int, logical_rank: int) -> int:
@@ -59,9 +67,21 @@ class _ScanOps:
         in_place.register_vmap(self._vmap_in_place)
 
     def __call__(self, x, axis, reverse, exclusive, initial: Optional[torch.Tensor],
-                 out: Optional[torch.Tensor]):
+                 out: Optional[torch.Tensor], return_carry: bool = False):
         """The public function: normalize what the schema types, then call one op (or, in plain
         eager code, the launcher the op would call: ``_define.direct_call_allowed``)."""
+        if _checks.check_bool("return_carry", return_carry):
+            if _dtensor.any_dtensor((x, initial, out)):
+                raise NotImplementedError("return_carry: not supported for DTensor inputs; scan "
+                                          "the whole DTensor at once (tritonml.distributed)")
+            def launch():
+                return cumulative_scan(x, axis, self.combine, reverse=reverse,
+                                       exclusive=exclusive, initial=initial, out=out,
+                                       return_carry=True)
+            result = eager_carry_call(launch, x, out, initial)
+            if out is not None:
+                mutated(out)
+            return result
         if direct_call_allowed(x, out, (initial,) if initial is not None else ()):
             result = cumulative_scan(x, axis, self.combine, reverse=reverse, exclusive=exclusive,
                                      initial=initial, out=out)
@@ -139,6 +159,24 @@ class _ScanOps:
             axis = _batched_axis(axis, x.dim() - 1)
         self.in_place(x, axis, reverse, exclusive, initial)
         return None, None
+
+
+@torch.compiler.disable
+def eager_carry_call(launch, *tensors):
+    """``launch()`` (a launcher called with ``return_carry=True``), eagerly: the carry is no op's
+    output (module docstring), so what an op would give, autograd and torch.func transforms, is
+    refused with a clear error instead of silently missing."""
+    tensors = [t for t in tensors if t is not None]
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
+                                       for t in tensors):
+        raise RuntimeError("return_carry: has no autograd (the carry is returned outside the torch "
+                           "op); pass tensors that do not require grad (e.g. x.detach()) or call "
+                           "it under torch.no_grad()")
+    if (_peek_functorch is not None and _peek_functorch() is not None) or any(
+            isinstance(t, torch.Tensor) and type(t) is not torch.Tensor for t in tensors):
+        raise ValueError("return_carry: runs eagerly on plain tensors only, not under torch.func "
+                         "transforms (vmap, grad) nor on tensor subclasses")
+    return launch()
 
 
 def _batch_initial(initial, init_dim, size: int):
@@ -266,33 +304,37 @@ PRODUCT_OPS.differentiable = differentiable(PRODUCT_OPS.functional, _setup_conte
 # ---------------------------------------------------------------------------------------------
 def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = False, exclusive: bool = False,
                    initial: Optional[torch.Tensor] = None,
-                   out: Optional[torch.Tensor] = None) -> torch.Tensor:
+                   out: Optional[torch.Tensor] = None, return_carry: bool = False):
     """Running sum of ``x`` along ``axis`` (DML_CUMULATIVE_SUMMATION_OPERATOR_DESC).
 
     reverse: DML_AXIS_DIRECTION_DECREASING (sum from the end of the axis).
     exclusive: HasExclusiveSum (each output excludes its own element; the first written is 0).
     initial: None, or a carry-in added before the first element in traversal order (the last
     index with ``reverse``): a tensor of x's shape without ``axis`` (0-d for a 0-d x), x's dtype
-    and device, any strides (expanded views too). out[i] = initial + x[0] + ... + x[i]; the
-    first exclusive output is ``initial``. Scanning a sequence in chunks, each chunk with the
-    previous chunk's last inclusive slice as its initial, equals one scan. Not a DirectML field.
+    or its accumulation dtype (float64 for float32, docs/semantics.md), x's device, any strides
+    (expanded views too). out[i] = initial + x[0] + ... + x[i]; the first exclusive output is
+    ``initial``. Not a DirectML field.
     out: a tensor of x's shape, dtype and device to write into; may be ``x`` itself (in place),
     must not overlap ``initial``.
+    return_carry: return ``(result, carry)``, ``carry`` the last tally of each scan (after the
+    last element in traversal order, exclusive or not) in the accumulation dtype. Scanning a
+    sequence in chunks, each chunk's ``initial`` the previous chunk's carry, equals one scan
+    (docs/dsl.md, "Scanning in chunks"). Eager only: no autograd, vmap or graph capture.
     Returns a tensor of x's shape and dtype, differentiable in x and initial (without ``out``).
     Runs as ``torch.ops.tritonml.cumulative_sum`` (``_out`` / ``_`` for out= / in place). See
     docs/semantics.md for dtypes and edge cases, docs/torch.md for autograd and torch.compile.
     """
-    return SUM_OPS(x, axis, reverse, exclusive, initial, out)
+    return SUM_OPS(x, axis, reverse, exclusive, initial, out, return_carry)
 
 
 def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = False,
                        exclusive: bool = False, initial: Optional[torch.Tensor] = None,
-                       out: Optional[torch.Tensor] = None) -> torch.Tensor:
+                       out: Optional[torch.Tensor] = None, return_carry: bool = False):
     """Running product of ``x`` along ``axis`` (DML_CUMULATIVE_PRODUCT_OPERATOR_DESC).
 
     reverse: DML_AXIS_DIRECTION_DECREASING. exclusive: HasExclusiveProduct (the first written is
     1, or ``initial``). initial: a carry-in multiplied in before the first element in traversal
-    order, as for ``cumulative_sum``. out: as for ``cumulative_sum``. The gradient (in x and
-    initial) is exact with zeros, as torch's cumprod's.
+    order, as for ``cumulative_sum``. out, return_carry: as for ``cumulative_sum``. The gradient
+    (in x and initial) is exact with zeros, as torch's cumprod's.
     """
-    return PRODUCT_OPS(x, axis, reverse, exclusive, initial, out)
+    return PRODUCT_OPS(x, axis, reverse, exclusive, initial, out, return_carry)

@@ -17,6 +17,9 @@ source (Triton compiles functions from their source, so the adapter's text is re
 - ``scalar_adapter(fn)``: the state form of a one-component combine written on scalars
   (``ScanCombine``); its flat form is ``fn`` itself.
 
+``CombineError`` / ``combine_error``: an exception raised while a user's function runs, reported
+once, naming the function and its failing line (Triton's interpreter wraps it at every level).
+
 Every generated function is an attribute of this module by a name that encodes what it was made
 from (``__getattr__`` rebuilds it on first use), so ``module:qualname`` finds it again by import,
 in another process too (benchmarks/gpu_compile.py describes launches that way).
@@ -32,6 +35,65 @@ import triton
 import triton.language as tl
 
 _PREFIX = "tritonml_state_"
+_ADAPTER_FILE = "<tritonml combine adapter {name}>"
+
+
+class CombineError(RuntimeError):
+    """A user's combine function failed while a scan ran it. ``combine``: its qualified name
+    (``module.qualname``); ``filename`` and ``lineno``: the line of the function that failed
+    (None where it cannot be told); ``original``: the exception the function raised (its type
+    and traceback as raised, e.g. a NameError)."""
+
+    def __init__(self, message, combine, filename, lineno, original):
+        super().__init__(message)
+        self.combine, self.filename, self.lineno, self.original = (combine, filename, lineno,
+                                                                   original)
+
+
+def qualified_name(fn) -> str:
+    return f"{fn.fn.__module__}.{fn.fn.__qualname__}"
+
+
+def where(fn, lineno=None) -> str:
+    """``file:line`` of the user's function ``fn`` (its ``def`` without ``lineno``)."""
+    code = fn.fn.__code__
+    return f"{code.co_filename}:{lineno if lineno is not None else code.co_firstlineno}"
+
+
+def combine_error(error: BaseException, fn, arity: int):
+    """The ``CombineError`` for ``error``, raised by a launch that ran the user's combine ``fn``
+    over ``arity`` components, or None when no frame of ``fn`` or of its adapters is in its
+    traceback (the failure is not the combine's)."""
+    import linecache
+
+    from .._triton_compat import frames_in, innermost_error
+
+    code = fn.fn.__code__
+    adapters = {_ADAPTER_FILE.format(name=f.fn.__name__)
+                for key, f in _built.items() if key[0] is fn}
+    frames = frames_in(error, {code.co_filename} | adapters)
+    user = [f for f in frames if f[0] == code.co_filename and f[1] == code.co_name]
+    if not frames:
+        return None
+    original = innermost_error(error)
+    name = qualified_name(fn)
+    lineno = user[0][2] if user else None
+    text = f"{type(original).__name__}: {original}"
+    message = f"combine_fn {name} ({where(fn, lineno)}) raised {text}"
+    line = linecache.getline(code.co_filename, lineno).strip() if lineno else ""
+    if line:
+        message += f"\n    {line}"
+    if not user and "must return a tuple" not in text:
+        # raised by the adapter around fn: what fn returned does not fit the state
+        message += (f"\n  the combine must return a tuple of {arity} value(s), one per tensor "
+                    "of xs")
+    elif "math." in line and isinstance(original, (TypeError, ValueError, AttributeError)):
+        message += ("\n  hint: Python's math functions take numbers, not tiles: use Triton's "
+                    "(tl.exp, tl.log, tl.sqrt, tl.math...)")
+    elif isinstance(original, IndexError):
+        message += (f"\n  hint: each state holds {arity} component(s), one per tensor of xs: "
+                    f"a[0] to a[{arity - 1}], b[0] to b[{arity - 1}]")
+    return CombineError(message, name, code.co_filename, lineno, original)
 
 
 def _encode(fn) -> str:
@@ -115,7 +177,7 @@ def _build(name: str, user=None):
     if kind == "state":
         namespace["FLAT"] = _get("flat", user, arity, flagged)
     source = _source(kind, name, arity, flagged)
-    filename = f"<tritonml combine adapter {name}>"
+    filename = _ADAPTER_FILE.format(name=name)
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     exec(compile(source, filename, "exec"), namespace)
     function = namespace[name]

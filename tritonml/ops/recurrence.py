@@ -14,6 +14,7 @@ from typing import Optional
 import torch
 
 from .. import _checks
+from .._dtypes import ACC_TORCH_DTYPE
 from ..kernels.combine import compose_affine
 from .scan import associative_scan_states
 
@@ -31,15 +32,18 @@ def check_recurrence_meta(gates, tokens, axis: int, initial) -> None:
         if tuple(initial.shape) != shape:
             raise ValueError(f"initial: shape {tuple(initial.shape)} does not match the inputs' "
                              f"shape without axis {axis}, {shape}")
-        if initial.dtype != gates.dtype:
-            raise TypeError(f"initial: dtype {initial.dtype} does not match gates' dtype "
-                            f"{gates.dtype}")
+        accumulation = ACC_TORCH_DTYPE.get(gates.dtype, gates.dtype)
+        if initial.dtype not in (gates.dtype, accumulation):
+            raise TypeError(f"initial: dtype {initial.dtype} is neither gates' dtype {gates.dtype} "
+                            f"nor its accumulation dtype {accumulation} (a carry returned by "
+                            "return_carry=True)")
 
 
 def recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *, reverse: bool = False,
-               initial: Optional[torch.Tensor] = None) -> torch.Tensor:
+               initial: Optional[torch.Tensor] = None, return_carry: bool = False):
     """h along ``axis``; see ``tritonml.linear_recurrence``. Validates everything before any
-    launch."""
+    launch. ``return_carry``: ``(h, carry)``, ``carry`` the last h of each scan in the
+    accumulation dtype."""
     _checks.check_tensor("gates", gates)
     _checks.check_tensor("tokens", tokens)
     axis = _checks.normalize_axis(axis, gates.dim())
@@ -53,11 +57,17 @@ def recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *, reverse:
         if initial.device != gates.device:
             raise ValueError(f"initial: tensor is on {initial.device} but gates is on "
                              f"{gates.device}; tensors must be on the same device")
-    return _scan_affine(gates, tokens, axis, reverse, initial)
+    return _scan_affine(gates, tokens, axis, reverse, initial,
+                        _checks.check_bool("return_carry", return_carry))
 
 
-def _scan_affine(gates, tokens, axis, reverse, initial):
+def _scan_affine(gates, tokens, axis, reverse, initial, return_carry=False):
     initials = None if initial is None else (torch.ones_like(initial), initial)
-    _, h = associative_scan_states(compose_affine, (gates, tokens), axis, reverse=reverse,
-                                   identity=(1, 0), initial=initials, store=(False, True))
+    result = associative_scan_states(compose_affine, (gates, tokens), axis, reverse=reverse,
+                                     identity=(1, 0), initial=initials, store=(False, True),
+                                     return_carry=return_carry)
+    if return_carry:
+        (_, h), (_, carry) = result
+        return h, carry
+    _, h = result
     return h

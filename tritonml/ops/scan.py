@@ -43,9 +43,20 @@ PRODUCT = ScanCombine("product", _combine.mul, 1)
 def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse: bool = False,
                     exclusive: bool = False, initial: Optional[torch.Tensor] = None,
                     out: Optional[torch.Tensor] = None,
-                    config: Optional[ScanConfig] = None) -> torch.Tensor:
+                    config: Optional[ScanConfig] = None, return_carry: bool = False):
     """Running ``combine`` of ``x`` along ``axis``, starting from ``initial`` when given; see
-    ``tritonml.cumulative_sum``."""
+    ``tritonml.cumulative_sum``. ``return_carry``: return ``(out, carry)``, ``carry`` each scan's
+    last inclusive state in x's accumulation dtype (``initial`` for the next chunk)."""
+    return_carry = _checks.check_bool("return_carry", return_carry)
+    carry = None
+    if return_carry:
+        _checks.check_tensor("x", x)
+        axis = _checks.normalize_axis(axis, x.dim())
+        if initial is not None:
+            _check_initial(initial, x, axis)
+        initial, carry = carry_tensors((initial,) if initial is not None else None, (x,), axis)
+        initial = initial[0] if initial is not None else None
+        carry = carry[0]
     key = None
     if config is None:
         x_key, axis_key = _plan.tensor_key(x), _plan.option_key(axis)
@@ -54,9 +65,9 @@ def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse
         flags = _plan.option_key(reverse), _plan.option_key(exclusive)
         if None not in (x_key, axis_key, out_key, init_key, *flags):
             key = ("scan", combine, x_key, axis_key, out_key, init_key, flags, out is x,
-                   torch.is_grad_enabled(), devices.active())
+                   return_carry, torch.is_grad_enabled(), devices.active())
     plan, built = _plan.lookup(key, lambda: _plan_scan(x, axis, combine, reverse, exclusive,
-                                                       initial, out, config))
+                                                       initial, out, config, carry))
     if out is not None and not built:
         _checks.check_out_overlap(out, x, allow_alias_of=x, spans=plan.spans)
         _check_out_initial(out, initial)
@@ -65,21 +76,57 @@ def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse
         # the same dimension.
         out = torch.empty_strided(x.shape, plan.out_strides, dtype=x.dtype, device=x.device)
     if plan.work is not None:
-        plan.work.run(x, out, (initial if initial is not None else x,))
-    return out
+        plan.work.run(x, out, (initial if initial is not None else x,
+                               carry if carry is not None else x))
+    elif carry is not None:
+        empty_carry(carry, initial, combine.identity)
+    return (out, carry) if return_carry else out
+
+
+def carry_tensors(initials: Optional[tuple], xs: tuple, axis: int):
+    """``(initials, carries)`` for a scan that returns its carry: one tensor per component of xs's
+    shape without ``axis`` (normalized) in its accumulation dtype, laid out like its initial, as
+    the kernels write the carry through the initial's strides (``state_work``). An initial whose
+    layout a dense tensor cannot share (an expanded or overlapping view) is copied to a dense one
+    (it is one slice of x: small)."""
+    shape = tuple(xs[0].shape[:axis]) + tuple(xs[0].shape[axis + 1:])
+    if initials is None:
+        return None, tuple(torch.empty(shape, dtype=ACC_TORCH_DTYPE[x.dtype], device=x.device)
+                           for x in xs)
+    dense_initials, carries = [], []
+    for init, x in zip(initials, xs):
+        carry = torch.empty_like(init, dtype=ACC_TORCH_DTYPE[x.dtype],
+                                 memory_format=torch.preserve_format)
+        if carry.stride() != init.stride():
+            init = init.contiguous()
+            carry = torch.empty_like(init, dtype=carry.dtype, memory_format=torch.contiguous_format)
+        dense_initials.append(init)
+        carries.append(carry)
+    return tuple(dense_initials), tuple(carries)
+
+
+def empty_carry(carry: torch.Tensor, initial, identity) -> None:
+    """The carry of a scan over no elements: the initial, else the identity."""
+    if initial is not None:
+        carry.copy_(initial)
+    else:
+        carry.fill_(identity)
 
 
 def check_initial_meta(initial, x: torch.Tensor, axis: int) -> None:
     """What a fake kernel can check of ``initial`` (None passes): x's shape without ``axis``
-    (normalized), x's dtype."""
+    (normalized), x's dtype or its accumulation dtype (the kernels read the initial in the
+    latter, so a carry kept in it continues a chunked scan with nothing rounded)."""
     if initial is None:
         return
     shape = tuple(x.shape[:axis]) + tuple(x.shape[axis + 1:])
     if tuple(initial.shape) != shape:
         raise ValueError(f"initial: shape {tuple(initial.shape)} does not match x's shape without "
                          f"axis {axis}, {shape}")
-    if initial.dtype != x.dtype:
-        raise TypeError(f"initial: dtype {initial.dtype} does not match x's dtype {x.dtype}")
+    accumulation = ACC_TORCH_DTYPE.get(x.dtype, x.dtype)
+    if initial.dtype not in (x.dtype, accumulation):
+        raise TypeError(f"initial: dtype {initial.dtype} is neither x's dtype {x.dtype} nor its "
+                        f"accumulation dtype {accumulation} (a carry returned by return_carry=True)")
 
 
 def _check_initial(initial, x: torch.Tensor, axis: int) -> None:
@@ -115,7 +162,8 @@ class _ScanPlan:
     work: Optional[_steps.Work] = None  # what each call allocates and launches
 
 
-def _plan_scan(x, axis, combine, reverse, exclusive, initial, out, config) -> _ScanPlan:
+def _plan_scan(x, axis, combine, reverse, exclusive, initial, out, config,
+               carry=None) -> _ScanPlan:
     # --- validate (nothing is launched or written before every check has passed) ---
     _checks.check_tensor("x", x)
     axis = _checks.normalize_axis(axis, x.dim())
@@ -143,8 +191,11 @@ def _plan_scan(x, axis, combine, reverse, exclusive, initial, out, config) -> _S
         return _ScanPlan(None, None, out_strides, reverse, exclusive, spans, has_initial)
 
     # --- canonicalize, choose a config ---
-    layout = _layout.axis_layout(tuple(x.shape), x.stride(), out_strides, axis,
-                                 initial.stride() if has_initial else None)
+    # the carry (return_carry) is written through the initial's strides, which it shares
+    init_strides = initial.stride() if has_initial else None
+    if carry is not None:
+        init_strides = carry.stride()
+    layout = _layout.axis_layout(tuple(x.shape), x.stride(), out_strides, axis, init_strides)
     if config is None:
         make_runner = None
         if _scratch.can_time(x):
@@ -160,7 +211,7 @@ def _plan_scan(x, axis, combine, reverse, exclusive, initial, out, config) -> _S
                                     make_runner=make_runner).config
     work = scan_work(layout, combine, x.dtype, x.is_neg(), out is not None and out.is_neg(),
                      reverse=reverse, exclusive=exclusive, config=config, has_initial=has_initial,
-                     negate_init=has_initial and initial.is_neg())
+                     negate_init=has_initial and initial.is_neg(), store_carry=carry is not None)
     return _ScanPlan(layout, config, out_strides, reverse, exclusive, spans, has_initial, work)
 
 
@@ -172,28 +223,29 @@ def launch_scan(x, out, layout, combine: ScanCombine, *, reverse: bool, exclusiv
     scan_work(layout, combine, x.dtype, x.is_neg(), out.is_neg(), reverse=reverse,
               exclusive=exclusive, config=config, has_initial=has_initial,
               negate_init=has_initial and initial.is_neg(),
-              ).run(x, out, (initial if has_initial else x,))
+              ).run(x, out, (initial if has_initial else x, x))
 
 
 def scan_work(layout, combine: ScanCombine, dtype: torch.dtype, negate_x: bool, negate_out: bool,
               *, reverse: bool, exclusive: bool, config: ScanConfig, has_initial: bool = False,
-              negate_init: bool = False) -> _steps.Work:
+              negate_init: bool = False, store_carry: bool = False) -> _steps.Work:
     """The workspaces and launch ``launch_scan`` runs, for x of ``dtype``; ``negate_x`` /
     ``negate_out`` / ``negate_init``: x / out / initial is a torch view with the negative bit (the
-    memory holds the negated values). The launch reads the initial from tensor slot 2 (``Work.run``
-    gets it, or x as an unread placeholder without ``has_initial``): the one-component case of
-    ``state_work``."""
+    memory holds the negated values). The launch reads the initial from tensor slot 2 and writes
+    the carry (``store_carry``) to slot 3 (``Work.run`` gets them, or x as an unused placeholder):
+    the one-component case of ``state_work``."""
     combine_fn, scan_fn = combine.forms()
     return state_work((layout,), combine_fn, scan_fn, (combine.identity,), (ACC_DTYPE[dtype],),
                       (ACC_TORCH_DTYPE[dtype],), (negate_x,), (negate_out,), (negate_init,),
                       reverse=reverse, exclusive=exclusive, config=config,
-                      has_initial=has_initial)
+                      has_initial=has_initial, store_carry=store_carry)
 
 
 def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], acc_dtypes: tuple,
                acc_torch_dtypes: tuple, negate_x: tuple, negate_out: tuple, negate_init: tuple, *,
                reverse: bool, exclusive: bool, config: ScanConfig,
-               has_initial: bool = False, store: Optional[tuple] = None) -> _steps.Work:
+               has_initial: bool = False, store: Optional[tuple] = None,
+               store_carry: bool = False) -> _steps.Work:
     """The work of a scan of a state of k = ``len(layouts)`` components (one ``AxisLayout`` per
     component, all of one shape: ``state_layouts``). ``combine_fn``/``scan_fn``: the kernels'
     ``COMBINE``/``SCAN_COMBINE``; ``identity`` (one value per component) or None: the state is
@@ -201,9 +253,13 @@ def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], a
     and torch); ``negate_*``: per component, a negative-bit view; ``store``: per component, whether
     its output is written (None: all).
 
-    Tensor slots (``Work.run(xs[0], outs[0], (*xs[1:], *outs[1:], *initials))``): x_i is 0, 2,
-    ..., k; out_i 1, k + 1, ..., 2k - 1; initial_i 2k + i (x_i stands in without one); then the
-    look-back's status words and its k aggregate and k prefix workspaces."""
+    ``store_carry``: each scan also writes its last inclusive state, in the accumulation dtypes,
+    to carry tensors laid out like the initials (the layouts' init strides).
+
+    Tensor slots (``Work.run(xs[0], outs[0], (*xs[1:], *outs[1:], *initials, *carries))``): x_i
+    is 0, 2, ..., k; out_i 1, k + 1, ..., 2k - 1; initial_i 2k + i, carry_i 3k + i (x_i stands in
+    for either when there is none); then the look-back's status words and its k aggregate and k
+    prefix workspaces."""
     k = len(layouts)
     layout = layouts[0]
     chains = layout.chains(config.block_inner)
@@ -218,7 +274,7 @@ def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], a
                 NEGATE_OUT=tuple(negate_out),
                 STORE=tuple(bool(s) for s in store) if store is not None else (True,) * k,
                 HAS_INITIAL=has_initial,
-                NEGATE_INIT=tuple(negate_init), INDEX_64=index_64,
+                NEGATE_INIT=tuple(negate_init), STORE_CARRY=store_carry, INDEX_64=index_64,
                 BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
                 PTR_TUPLES=k > 1, num_warps=config.num_warps)
 
@@ -229,22 +285,24 @@ def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], a
     x_slots = pointers((0, *range(2, k + 1)))
     out_slots = pointers((1, *range(k + 1, 2 * k)))
     init_slots = pointers(tuple(range(2 * k, 3 * k)))
+    carry_slots = pointers(tuple(range(3 * k, 4 * k)))
     args = layout_args(layouts)
     if config.regime == "lookback":
-        status = 3 * k
+        status = 4 * k
         workspaces = (_steps.Workspace(2 + tiles, torch.int32,                # status words
                                        resident=_resident.LOOKBACK),
                       *(_steps.Workspace(tiles * config.block_inner, acc)      # aggregates
                         for acc in acc_torch_dtypes),
                       *(_steps.Workspace(tiles * config.block_inner, acc)      # prefixes
                         for acc in acc_torch_dtypes))
-        slots = (x_slots, out_slots, init_slots, status,
+        slots = (x_slots, out_slots, init_slots, carry_slots, status,
                  pointers(tuple(range(status + 1, status + 1 + k))),
                  pointers(tuple(range(status + 1 + k, status + 1 + 2 * k))))
         step = _steps.step(scan_lookback_kernel, (tiles,), slots, args,
                            dict(PREFIX_EVERY=config.prefix_every, **meta))
         return _steps.Work(workspaces, (step,))
-    step = _steps.step(scan_tiled_kernel, (chains,), (x_slots, out_slots, init_slots), args, meta)
+    step = _steps.step(scan_tiled_kernel, (chains,), (x_slots, out_slots, init_slots, carry_slots),
+                       args, meta)
     return _steps.Work((), (step,))
 
 
@@ -332,9 +390,11 @@ def _as_tensors(name: str, value, arity: Optional[int]) -> tuple:
 
 def _check_combine_fn(combine_fn, arity: int) -> None:
     """``combine_fn``: a ``@triton.jit`` function of two states returning a state of ``arity``
-    values. Checked from its signature and, where its ``return`` statements spell a tuple or
-    plainly a single value, from its source; anything else is checked when it compiles
-    (a ``tl.static_assert`` in the generated adapter, tritonml/ops/_state_combine.py)."""
+    values. Checked from its signature and its source: a ``return`` somewhere, each ``return``
+    that spells a tuple of ``arity`` values (or not plainly a single value), and each constant
+    index of a parameter (``b[2]``) within the state; anything else is checked when it compiles
+    (a ``tl.static_assert`` in the generated adapter, tritonml/ops/_state_combine.py). Errors name
+    the function and the line."""
     import ast
     import inspect
     import textwrap
@@ -343,33 +403,54 @@ def _check_combine_fn(combine_fn, arity: int) -> None:
     if not is_jit_function(combine_fn):
         raise TypeError(f"combine_fn: expected a @triton.jit function, got "
                         f"{_checks._type_name(combine_fn)}")
+    name = _state_combine.qualified_name(combine_fn)
     params = [p for p in inspect.signature(combine_fn.fn).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(params) != 2:
-        raise TypeError(f"combine_fn: takes {len(params)} parameter(s); it must take exactly two "
-                        "states (the earlier and the later operand), each a tuple of "
-                        f"{arity} value(s)")
+        raise TypeError(f"combine_fn: {name} ({_state_combine.where(combine_fn)}) takes "
+                        f"{len(params)} parameter(s); it must take exactly two states (the earlier "
+                        f"and the later operand), each a tuple of {arity} value(s)")
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(combine_fn.fn)))
+        lines, first = inspect.getsourcelines(combine_fn.fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
     except (OSError, TypeError, SyntaxError):
         return
     body = tree.body[0]
-    stack = list(body.body)
-    while stack:
+
+    def at(node) -> str:
+        return f"combine_fn: {name} ({_state_combine.where(combine_fn, first + node.lineno - 1)})"
+    nodes, stack = [], list(body.body)
+    while stack:  # the function's own statements, not those of functions defined inside it
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
             continue
-        if isinstance(node, ast.Return):
-            value = node.value
-            if isinstance(value, (ast.Tuple, ast.List)):
-                if len(value.elts) != arity:
-                    raise ValueError(f"combine_fn: returns {len(value.elts)} value(s); it must "
-                                     f"return a tuple of {arity}, one per tensor of xs")
-            elif value is None or isinstance(value, (ast.BinOp, ast.UnaryOp, ast.Compare,
-                                                     ast.Constant, ast.BoolOp)):
-                raise ValueError(f"combine_fn: returns a single value; it must return a tuple of "
-                                 f"{arity} value(s), one per tensor of xs (e.g. (a[0] + b[0],))")
+        nodes.append(node)
         stack.extend(ast.iter_child_nodes(node))
+    returns = [node for node in nodes if isinstance(node, ast.Return)]
+    if not returns:
+        raise ValueError(f"{at(body)} has no return statement; it must return a tuple of {arity} "
+                         "value(s), one per tensor of xs (e.g. return (a[0] + b[0],))")
+    for node in sorted(returns, key=lambda n: n.lineno):
+        value = node.value
+        if isinstance(value, (ast.Tuple, ast.List)):
+            if len(value.elts) != arity:
+                raise ValueError(f"{at(node)} returns {len(value.elts)} value(s); it must "
+                                 f"return a tuple of {arity}, one per tensor of xs")
+        elif value is None or isinstance(value, (ast.BinOp, ast.UnaryOp, ast.Compare,
+                                                 ast.Constant, ast.BoolOp)):
+            raise ValueError(f"{at(node)} returns a single value; it must return a tuple of "
+                             f"{arity} value(s), one per tensor of xs (e.g. (a[0] + b[0],))")
+    # A parameter reassigned in the function may hold anything: only the states are checked.
+    states = {p.name for p in params} - {node.id for node in nodes if isinstance(node, ast.Name)
+                                         and isinstance(node.ctx, ast.Store)}
+    for node in sorted(nodes, key=lambda n: (getattr(n, "lineno", 0), getattr(n, "col_offset", 0))):
+        if (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name)
+                and node.value.id in states and isinstance(node.slice, ast.Constant)
+                and type(node.slice.value) is int
+                and not -arity <= node.slice.value < arity):
+            raise ValueError(f"{at(node)} reads {node.value.id}[{node.slice.value}], but each "
+                             f"state holds {arity} component(s), one per tensor of xs: "
+                             f"{node.value.id}[0] to {node.value.id}[{arity - 1}]")
 
 
 def _check_identity(identity, arity: int) -> Optional[tuple]:
@@ -391,14 +472,18 @@ def _check_identity(identity, arity: int) -> Optional[tuple]:
 
 
 def associative_scan_states(combine_fn, xs, axis, *, reverse=False, exclusive=False,
-                            identity=None, initial=None, out=None, config=None, store=None):
+                            identity=None, initial=None, out=None, config=None, store=None,
+                            return_carry=False):
     """The launcher of ``tritonml.associative_scan`` (see there and docs/dsl.md): validates every
     argument before anything is allocated or launched, then runs the scan kernels on a state with
     one component per tensor of ``xs``. Returns the tuple of outputs.
 
     ``store`` (library-internal, e.g. ``tritonml.linear_recurrence``): one bool per component, or
     None for all; a component with False is scanned but never written, and its entry in the
-    returned tuple is None (``out`` must then be None)."""
+    returned tuple is None (``out`` must then be None).
+
+    ``return_carry``: return ``(outputs, carries)``, ``carries`` each component's last inclusive
+    state in its accumulation dtype (what ``initial`` takes to continue the scan exactly)."""
     # --- validate (nothing is launched or written before every check has passed) ---
     xs = _as_tensors("xs", xs, None)
     if not xs:
@@ -432,9 +517,10 @@ def associative_scan_states(combine_fn, xs, axis, *, reverse=False, exclusive=Fa
             if tuple(init.shape) != expected:
                 raise ValueError(f"{name}: shape {tuple(init.shape)} does not match xs's shape "
                                  f"without axis {axis}, {expected}")
-            if init.dtype != x.dtype:
-                raise TypeError(f"{name}: dtype {init.dtype} does not match xs[{i}]'s dtype "
-                                f"{x.dtype}")
+            if init.dtype not in (x.dtype, ACC_TORCH_DTYPE[x.dtype]):
+                raise TypeError(f"{name}: dtype {init.dtype} is neither xs[{i}]'s dtype {x.dtype} "
+                                f"nor its accumulation dtype {ACC_TORCH_DTYPE[x.dtype]} (a carry "
+                                "returned by return_carry=True)")
             if init.device != device:
                 raise ValueError(f"{name}: tensor is on {init.device} but xs is on {device}; "
                                  "tensors must be on the same device")
@@ -464,6 +550,13 @@ def associative_scan_states(combine_fn, xs, axis, *, reverse=False, exclusive=Fa
         store = tuple(bool(s) for s in store)
         if len(store) != k or outs is not None:
             raise ValueError(f"store: expected {k} flags and no out, got {store!r}")
+    return_carry = _checks.check_bool("return_carry", return_carry)
+    if return_carry and identity is None and initials is None and shape[axis] == 0:
+        raise ValueError("return_carry: a scan with neither identity nor initial over an empty "
+                         "axis has no last state; pass identity= or initial=")
+    carries = None
+    if return_carry:
+        initials, carries = carry_tensors(initials, xs, axis)
 
     # --- outputs, layouts, config ---
     if outs is None:
@@ -473,13 +566,17 @@ def associative_scan_states(combine_fn, xs, axis, *, reverse=False, exclusive=Fa
                      if store is None or store[i] else x for i, x in enumerate(xs))
 
     def returned(outputs):
-        if store is None:
-            return outputs
-        return tuple(o if kept else None for o, kept in zip(outputs, store))
+        if store is not None:
+            outputs = tuple(o if kept else None for o, kept in zip(outputs, store))
+        return (outputs, carries) if return_carry else outputs
     if xs[0].numel() == 0:
+        for i, carry in enumerate(carries or ()):
+            empty_carry(carry, initials[i] if initials else None, identity[i] if identity else 0)
         return returned(outs)
+    # the carries (return_carry) are written through the initials' strides, which they share
+    init_strides = tuple(t.stride() for t in (carries or initials or ()))
     layouts = state_layouts(shape, tuple(x.stride() for x in xs), tuple(o.stride() for o in outs),
-                            axis, tuple(t.stride() for t in initials) if initials else None)
+                            axis, init_strides or None)
     if config is None:
         element_bytes = (sum(x.dtype.itemsize for x in xs),
                          sum(ACC_TORCH_DTYPE[x.dtype].itemsize for x in xs))
@@ -493,6 +590,15 @@ def associative_scan_states(combine_fn, xs, axis, *, reverse=False, exclusive=Fa
                       tuple(x.is_neg() for x in xs), tuple(o.is_neg() for o in outs),
                       tuple(t.is_neg() for t in initials) if initials else (False,) * k,
                       reverse=reverse, exclusive=exclusive, config=config,
-                      has_initial=initials is not None, store=store)
-    work.run(xs[0], outs[0], (*xs[1:], *outs[1:], *(initials if initials else xs)))
+                      has_initial=initials is not None, store=store,
+                      store_carry=carries is not None)
+    try:
+        work.run(xs[0], outs[0], (*xs[1:], *outs[1:], *(initials if initials else xs),
+                                  *(carries if carries else xs)))
+    except Exception as error:
+        # The user's own error, once, at its line (not Triton's wrappers around it).
+        failure = _state_combine.combine_error(error, combine_fn, k)
+        if failure is None:
+            raise
+        raise failure from None
     return returned(outs)
