@@ -250,7 +250,8 @@ def test_welford_gradients_match_torch_var_mean(reduction, correction, shape, ax
         (got,) = torch.autograd.grad(outputs, x, grads, retain_graph=True)
         (want,) = torch.autograd.grad(wants, t, grads, retain_graph=True)
         torch.testing.assert_close(got, want, equal_nan=True)
-    if x.numel() // var.numel() > correction:   # finite: finite differences check it too, and its double backward
+    # Where the gradient is finite, finite differences check it and its double backward too.
+    if x.numel() // var.numel() > correction:
         f = lambda s: tritonml.reduce_with(reduction, s, axes, keepdims=keepdims)  # noqa: E731
         assert torch.autograd.gradcheck(f, (x,))
         assert torch.autograd.gradgradcheck(f, (x,), fast_mode=True)

@@ -142,8 +142,8 @@ def welford_backward(correction: int):
             # as torch: 2 / 0 = inf where n == correction, so the gradient is NaN like the var
             scale = 2.0 / (n - correction) if n != correction else math.inf
             grad = grad + scale * grad_var * (x - mean)
-        if grad_mean is not None:
-            grad = grad + grad_mean / n if n else grad
+        if grad_mean is not None and n:   # n = 0: x is empty, and so is its gradient
+            grad = grad + grad_mean / n
         return (grad,)
     return backward
 

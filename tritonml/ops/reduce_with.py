@@ -61,8 +61,9 @@ class Reduction:
     a plain function of torch tensors that ``tritonml.reduce_with`` calls from autograd: ``xs``
     the inputs, ``outputs`` the outputs with the reduced axes kept as size 1 (so they broadcast
     against ``xs``), ``grad_outputs`` one gradient per output of the same shape or None where an
-    output received none (never all None), ``axes`` the reduced axes (sorted, non-negative; () for a 0-d input).
-    It returns a tuple with one gradient per input: a tensor of that input's shape, or None.
+    output received none (never all None), ``axes`` the reduced axes (sorted, non-negative; ()
+    for a 0-d input). It returns a tuple with one gradient per input: a tensor of that input's
+    shape, or None.
     Without it, inputs that require grad are refused (docs/dsl.md, "Gradients").
     """
     name: str
