@@ -41,9 +41,11 @@ INITIAL_DTYPES = (torch.float32, torch.int32)
 
 
 def scan_launches(dtypes=SUPPORTED_DTYPES, regimes=(*SCAN_REGIME_SHAPES, *TUNER_SCAN_CASES),
-                  directions=(False, True), exclusives=(False, True), combine=SUM, initial=False):
+                  directions=(False, True), exclusives=(False, True), combine=SUM, initial=False,
+                  carry=False):
     """Describe the launch of every (regime, dtype, reverse, exclusive) the GPU heuristics choose;
-    ``initial``: with an ``initial=`` carry-in (the kernels' HAS_INITIAL specializations)."""
+    ``initial``: with an ``initial=`` carry-in (the kernels' HAS_INITIAL specializations);
+    ``carry``: with ``return_carry=True`` (STORE_CARRY)."""
     descriptions = []
     for regime, dtype, reverse, exclusive in itertools.product(regimes, dtypes, directions, exclusives):
         if regime in TUNER_SCAN_CASES:
@@ -59,12 +61,12 @@ def scan_launches(dtypes=SUPPORTED_DTYPES, regimes=(*SCAN_REGIME_SHAPES, *TUNER_
         init = torch.empty(shape[:axis] + shape[axis + 1:], dtype=dtype) if initial else None
         with _trace.record(execute=False) as rec:
             cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive, initial=init,
-                            config=config)
+                            config=config, return_carry=carry)
         for launch in rec.launches:
             desc = describe(launch)
             desc["case"] = dict(regime=regime, dtype=str(dtype).replace("torch.", ""),
                                 reverse=reverse, exclusive=exclusive, combine=combine.name,
-                                initial=initial)
+                                initial=initial, carry=carry)
             descriptions.append(desc)
     return descriptions
 
@@ -72,6 +74,12 @@ def scan_launches(dtypes=SUPPORTED_DTYPES, regimes=(*SCAN_REGIME_SHAPES, *TUNER_
 def initial_scan_launches():
     """Every regime's HAS_INITIAL=True launches, for ``INITIAL_DTYPES``."""
     return scan_launches(dtypes=INITIAL_DTYPES, initial=True)
+
+
+def carry_scan_launches():
+    """Every regime's STORE_CARRY=True launches (``return_carry=True``, chunked scans), with an
+    ``initial=`` as a chunk after the first has, for ``INITIAL_DTYPES``."""
+    return scan_launches(dtypes=INITIAL_DTYPES, exclusives=(False,), initial=True, carry=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ import time
 import pytest
 
 from benchmarks.gpu_compile import compile_in_subprocess, run_workers
-from gpu_compile_cases import INITIAL_DTYPES, initial_scan_launches, scan_launches
+from gpu_compile_cases import (INITIAL_DTYPES, carry_scan_launches, initial_scan_launches,
+                               scan_launches)
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +31,17 @@ def test_every_scan_specialization_compiles_for_sm80_and_sm90(compiled_scans):
     covered = {(r["case"]["regime"], r["case"]["dtype"], r["case"]["reverse"], r["case"]["exclusive"],
                 r["case"]["initial"], r["arch"]) for r in compiled_scans}
     assert len(covered) == 4 * 12 * 2 * 2 * 2 + 4 * len(INITIAL_DTYPES) * 2 * 2 * 2
+
+
+def test_scans_that_return_their_carry_compile_for_sm80_and_sm90_without_spills():
+    results = compile_in_subprocess(carry_scan_launches(), archs=(80, 90))
+    failures = [(r["case"], r["arch"], r.get("error")) for r in results if not r["ok"]]
+    assert not failures, failures[:5]
+    assert {r["case"]["carry"] for r in results} == {True}
+    assert len(results) == 4 * len(INITIAL_DTYPES) * 2 * 2
+    spills = [(r["case"], r["arch"], r.get("stack_bytes"), r.get("local_bytes")) for r in results
+              if r.get("local_bytes", 0) or r.get("stack_bytes", 0) > MAX_STACK_BYTES]
+    assert not spills, spills
 
 
 # ptxas keeps spills in the stack frame. Three look-back specializations (uint8/uint16 on sm_80)
