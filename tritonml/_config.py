@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SCAN_REGIMES = ("rows", "columns", "lookback")
+SCAN_REGIMES = ("rows", "columns", "lookback", "chunked")
+# The most chunks a "chunked" scan looks back over in one vector load (its window).
+MAX_SCAN_WINDOW = 1024
 
 
 def _is_pow2(n) -> bool:
@@ -30,16 +32,24 @@ class ScanConfig:
 
     regime: "rows" (contiguous axis: tall tiles, programs carry the tally), "columns" (strided
         axis: wide tiles coalesced along the inner dim), "lookback" (the axis split over many
-        programs in one pass). "rows" and "columns" run the same kernel with different tiles.
+        programs in one pass, one tile each, prefixes handed from tile to tile), "chunked" (the
+        axis split into chunks of ``chunk_tiles`` tiles, one program each: fold the chunk, look
+        back over ``window`` chunks at once, scan the chunk again). "rows" and "columns" run the
+        same kernel with different tiles.
     block_axis, block_inner: tile shape, powers of two.
     num_warps: warps per program on a GPU (ignored by the interpreter).
     prefix_every: look-back only; 1 in production, > 1 forces long look-backs in tests.
+    chunk_tiles: "chunked" only: tiles per chunk (any int >= 1).
+    window: "chunked" only: chunks per look-back group, a power of two from 2 to
+        ``MAX_SCAN_WINDOW`` (tritonml/kernels/scan.py, ``scan_chunked_kernel``).
     """
     regime: str
     block_axis: int
     block_inner: int
     num_warps: int = 4
     prefix_every: int = 1
+    chunk_tiles: int = 1
+    window: int = 64
 
     def validate(self, name: str = "config") -> None:
         _check_regime_and_tiles(self, name, SCAN_REGIMES,
@@ -49,6 +59,15 @@ class ScanConfig:
         if self.block_axis * self.block_inner > 1 << 20:
             raise ValueError(f"{name}: a tile of {self.block_axis} x {self.block_inner} elements is "
                              "too large (at most 2**20 elements)")
+        if (not isinstance(self.chunk_tiles, int) or isinstance(self.chunk_tiles, bool)
+                or self.chunk_tiles < 1):
+            raise ValueError(f"{name}.chunk_tiles: {self.chunk_tiles!r} must be an int >= 1")
+        if not _is_pow2(self.window) or not 2 <= self.window <= MAX_SCAN_WINDOW:
+            raise ValueError(f"{name}.window: {self.window!r} must be a power of two from 2 to "
+                             f"{MAX_SCAN_WINDOW}")
+        if self.window * self.block_inner > 1 << 16:
+            raise ValueError(f"{name}: a look-back window of {self.window} x {self.block_inner} "
+                             "lanes is too large (at most 2**16 values)")
 
 
 REDUCE_REGIMES = ("rows", "columns", "split")

@@ -13,7 +13,7 @@ from .._config import ScanConfig
 from .._dtypes import ACC_DTYPE, ACC_TORCH_DTYPE
 from . import _resident, _scratch, _state_combine, _steps
 from ..kernels import combine as _combine
-from ..kernels.scan import scan_lookback_kernel, scan_tiled_kernel
+from ..kernels.scan import scan_chunked_kernel, scan_lookback_kernel, scan_tiled_kernel
 
 
 @dataclass(frozen=True)
@@ -263,8 +263,11 @@ def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], a
     k = len(layouts)
     layout = layouts[0]
     chains = layout.chains(config.block_inner)
-    tiles = chains * -(-layout.axis_len // config.block_axis)
-    workspace_slots = tiles * config.block_inner if config.regime == "lookback" else 0
+    tiles_per_chain = -(-layout.axis_len // config.block_axis)
+    tiles = chains * tiles_per_chain
+    chunks = chains * -(-tiles_per_chain // config.chunk_tiles)
+    workspace_slots = {"lookback": tiles, "chunked": chunks}.get(config.regime, 0) \
+        * config.block_inner
     index_64 = any(lay.needs_index_64(config.block_axis, config.block_inner, workspace_slots)
                    for lay in layouts)
     flagged = identity is None
@@ -300,6 +303,19 @@ def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], a
                  pointers(tuple(range(status + 1 + k, status + 1 + 2 * k))))
         step = _steps.step(scan_lookback_kernel, (tiles,), slots, args,
                            dict(PREFIX_EVERY=config.prefix_every, **meta))
+        return _steps.Work(workspaces, (step,))
+    if config.regime == "chunked":
+        status = 4 * k
+        workspaces = (_steps.Workspace(2 + chunks, torch.int32,               # status words
+                                       resident=_resident.LOOKBACK),
+                      *(_steps.Workspace(chunks * config.block_inner, acc)    # published vectors
+                        for acc in acc_torch_dtypes))
+        slots = (x_slots, out_slots, init_slots, carry_slots, status,
+                 pointers(tuple(range(status + 1, status + 1 + k))))
+        # The built-in sum and product may fold a chunk's tiles element by element first.
+        commutative = combine_fn in (_combine.add_state, _combine.mul_state)
+        step = _steps.step(scan_chunked_kernel, (chunks,), slots, (*args, config.chunk_tiles),
+                           dict(COMMUTATIVE=commutative, WINDOW=config.window, **meta))
         return _steps.Work(workspaces, (step,))
     step = _steps.step(scan_tiled_kernel, (chains,), (x_slots, out_slots, init_slots, carry_slots),
                        args, meta)
