@@ -121,7 +121,9 @@ def compile_description(desc: dict, arch: int):
                    options=options.__dict__)
 
 
-_ACCESS = re.compile(r"\b(ld|st)\.global(?:\.[a-z0-9]+)*?(?:\.v(\d))?\.(b|f|u|s)(\d+)\b")
+# Qualifiers between ".global" and the vector width include cache hints such as
+# ".L1::evict_last.L2::cache_hint" (loads with an eviction policy).
+_ACCESS = re.compile(r"\b(ld|st)\.global(?:\.[A-Za-z0-9_:]+)*?(?:\.v(\d))?\.(b|f|u|s)(\d+)\b")
 
 
 def _cuobjdump(cubin: bytes, flag: str) -> str | None:
