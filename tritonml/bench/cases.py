@@ -68,7 +68,19 @@ SUITE = (
     Entry("scan-wide-rows", "scan", (64, 65536), (2, 16384), (1,), SCAN_OPS, SCAN_DTYPES,
           "(64, 65536) along the last axis"),
     Entry("scan-one-row", "scan", (2 ** 26,), (2 ** 15,), (0,), SCAN_OPS, SCAN_DTYPES,
-          "one row of 2**26 (look-back)"),
+          "one row of 2**26"),
+    # Few, long scans (the "chunked" regime's cases): one row of 2**20 and of 2**24, a 1-D 2**24,
+    # eight rows of 2**22, and few long columns with many lanes.
+    Entry("scan-row-2e20", "scan", (1, 2 ** 20), (1, 2 ** 14), (1,), SCAN_OPS, SCAN_DTYPES,
+          "one row of 2**20"),
+    Entry("scan-row-2e24", "scan", (1, 2 ** 24), (1, 2 ** 15), (1,), SCAN_OPS, SCAN_DTYPES,
+          "one row of 2**24"),
+    Entry("scan-1d-2e24", "scan", (2 ** 24,), (2 ** 15,), (0,), SCAN_OPS, SCAN_DTYPES,
+          "a 1-D tensor of 2**24"),
+    Entry("scan-eight-long-rows", "scan", (8, 2 ** 22), (2, 2 ** 14), (1,), SCAN_OPS, SCAN_DTYPES,
+          "(8, 2**22) along the last axis"),
+    Entry("scan-wide-columns", "scan", (4096, 16384), (256, 512), (0,), SCAN_OPS, SCAN_DTYPES,
+          "(4096, 16384) along the first axis (few long columns, many lanes)"),
     Entry("scan-middle-axis", "scan", (8, 1024, 64), (4, 128, 64), (1,), SCAN_OPS, SCAN_DTYPES,
           "(8, 1024, 64) along the middle axis"),
     Entry("reduce-rows", "reduce", (4096, 4096), (128, 256), (1,), ("SUM",), REDUCE_DTYPES,
@@ -85,6 +97,8 @@ SUITE = (
           "the twelve reduce functions over rows"),
     Entry("linear-recurrence", "recurrence", (64, 65536), (2, 4096), (1,), (RECURRENCE,),
           (F32, F16, BF16), "h[t] = gates[t] * h[t-1] + tokens[t] (tuple scan, the DSL)"),
+    Entry("linear-recurrence-long", "recurrence", (4, 2 ** 20), (2, 2 ** 13), (1,), (RECURRENCE,),
+          (F32, F16, BF16), "the recurrence over (4, 2**20): few, long sequences"),
 )
 ENTRIES = {entry.name: entry for entry in SUITE}
 ALL_OPS = tuple(dict.fromkeys(op for entry in SUITE for op in entry.ops))
