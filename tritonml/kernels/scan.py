@@ -483,6 +483,9 @@ def _window_fold(values_ptrs, status_ptr, chain_first_slot, chunk, epoch_base,
     while tl.sum((needed & (status <= epoch_base)).to(tl.int32), axis=None) > 0:
         status = tl.load(words, mask=needed, other=0, volatile=True)
     tl.atomic_add(words, 0, mask=needed, sem="acquire", scope="gpu")
+    # The thread that acquired a word is not the one that reads its values: the barrier orders
+    # every thread's reads after every acquire.
+    tl.debug_barrier()
     lanes = tl.arange(0, BLOCK_INNER)[None, :]
     slots = chain_first_slot + index
     state = ()
