@@ -218,3 +218,23 @@ def test_plot_labels_lie_inside_the_png(tmp_path, monkeypatch):
         for label in labels:
             box = label.get_window_extent(renderer)
             assert 0 <= box.x0 and box.x1 <= fig.bbox.width, (label.get_text(), box)
+
+
+@pytest.mark.parametrize("regime", ["chunked", "rows"])
+def test_rereads_are_counted_apart_from_first_touches(regime):
+    """The chunked scan reads each chunk twice (fold, then scan): the trace counts the second read
+    as a re-read, exactly the input's bytes, and nothing else; a tiled scan re-reads nothing."""
+    from tritonml._config import ScanConfig
+    from tritonml.bench.memtrace import trace_memory
+    from tritonml.ops.scan import SUM, cumulative_scan
+
+    x = torch.arange(3 * 1000, dtype=torch.float32).reshape(3, 1000)
+    out = torch.empty_like(x)
+    config = (ScanConfig("chunked", 64, 1, chunk_tiles=2, window=4) if regime == "chunked"
+              else ScanConfig("rows", 256, 1))
+    with trace_memory({"input": x, "output": out}) as trace:
+        cumulative_scan(x, 1, SUM, out=out, config=config)
+    input_bytes = x.numel() * x.element_size()
+    assert trace.by_region("input")["load"] == input_bytes * (2 if regime == "chunked" else 1)
+    assert trace.reread_bytes == (input_bytes if regime == "chunked" else 0)
+    assert trace.by_region("output")["store"] == input_bytes

@@ -66,10 +66,29 @@ class KernelLaunch:
     atomic_bytes: int = 0   # those lanes times their element size
     # region name -> {"load"/"store"/"atomic": bytes}
     regions: Dict[str, Dict[str, int]] = field(default_factory=dict)
+    # Loads of named-region bytes this launch had already loaded (needs track_distinct): the
+    # chunked scan's second read of its chunk, which a GPU serves from L2 (docs/scan.md).
+    reread_bytes: int = 0
+    _loads: list = field(default_factory=list, repr=False)   # (elem bytes, addresses) meanwhile
 
     @property
     def bytes(self) -> int:
         return self.load_bytes + self.store_bytes + self.atomic_bytes
+
+    @property
+    def first_touch_bytes(self) -> int:
+        """``bytes`` without the re-reads: what the launch moves when each re-read is a cache
+        hit."""
+        return self.bytes - self.reread_bytes
+
+    def _close(self) -> None:
+        groups: Dict[int, list] = {}
+        for size, addresses in self._loads:
+            groups.setdefault(size, []).append(addresses)
+        self.reread_bytes = sum(
+            size * (sum(a.size for a in chunks) - len(np.unique(np.concatenate(chunks))))
+            for size, chunks in groups.items())
+        self._loads = []
 
 
 @dataclass
@@ -108,6 +127,12 @@ class MemTrace:
     def launches(self) -> int:
         """GPU launches the op would make: kernels plus torch-side memsets and copies."""
         return len(self.kernels) + len(self.torch_work)
+
+    @property
+    def reread_bytes(self) -> int:
+        """Loads of bytes a launch had already loaded from the same named region (each launch
+        apart; see ``KernelLaunch.reread_bytes``)."""
+        return sum(k.reread_bytes for k in self.kernels)
 
     @property
     def atomic_ops(self) -> int:
@@ -196,6 +221,8 @@ class MemTrace:
         counts[kind] = counts.get(kind, 0) + lanes * elem_bytes
         if self.track_distinct:
             self._addresses.setdefault((name, kind), []).append((elem_bytes, addresses.copy()))
+            if kind == LOAD and name != OTHER_REGION:
+                kernel._loads.append((elem_bytes, addresses.copy()))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,6 +250,8 @@ def _on_launch(name, grid):
     finally:
         _state["in_kernel"] -= 1
         for trace in _active:
+            if trace._current is not None:
+                trace._current._close()
             trace._current = None
 
 

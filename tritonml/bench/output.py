@@ -8,7 +8,8 @@ import os
 # CSV columns, in order; a row lacks the timing columns where nothing was timed (left empty).
 COLUMNS = (
     "entry", "group", "op", "dtype", "shape", "axes", "timed_shape", "status", "kernels",
-    "launches", "programs", "bytes_moved", "ideal_bytes", "bytes_ratio", "workspace_bytes",
+    "launches", "programs", "bytes_moved", "ideal_bytes", "bytes_ratio", "reread_bytes",
+    "workspace_bytes",
     "target", "modeled_us", "modeled_ideal_us", "modeled_ratio", "load_bits", "store_bits",
     "registers", "spill_bytes", "sm90_compile_error", "tritonml_error", "interpreter_seconds", "timing",
     "tritonml_ms", "tritonml_ms_p20", "tritonml_ms_p80", "tritonml_gbps",
