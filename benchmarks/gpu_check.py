@@ -27,19 +27,29 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import tritonml  # noqa: E402
+from tritonml._config import ScanConfig  # noqa: E402
+from tritonml.ops.scan import PRODUCT, SUM, cumulative_scan  # noqa: E402
 from tritonml._dtypes import DTYPE_BY_NAME, FLOAT_DTYPES, SUPPORTED_DTYPES, dtype_name  # noqa: E402
 
 import reduce_helpers  # noqa: E402
 import scan_oracle  # noqa: E402
 
-# (name, shape, axis): on CUDA these reach the rows, columns and look-back scan regimes.
+# (name, shape, axis[, config]): on CUDA the launchers' own choices reach the rows, columns and
+# chunked scan regimes; the look-back (a tuner candidate) and small chunks and windows (many
+# groups, so many hand-overs between them) are forced with a config.
 GPU_SCAN_SHAPES = (
     ("rows", (300, 5000), 1),
     ("columns", (5000, 300), 0),
-    ("lookback", (2, 2 ** 20 + 3), 1),
+    ("few long rows", (2, 2 ** 20 + 3), 1),
+    ("few long columns", (20000, 100), 0),
     ("3d middle", (7, 999, 33), 1),
+    ("lookback", (2, 2 ** 20 + 3), 1, ScanConfig("lookback", 1024, 1, 8)),
+    ("chunked small windows", (3, 2 ** 20 + 3), 1,
+     ScanConfig("chunked", 1024, 1, 8, chunk_tiles=3, window=4)),
+    ("chunked columns", (50000, 96), 0, ScanConfig("chunked", 32, 32, 4, chunk_tiles=5, window=8)),
 )
-DRY_SCAN_SHAPES = (("rows", (4, 300), 1), ("columns", (300, 4), 0), ("3d middle", (3, 40, 5), 1))
+DRY_SCAN_SHAPES = (("rows", (4, 300), 1), ("columns", (300, 4), 0), ("3d middle", (3, 40, 5), 1),
+                   ("chunked", (2, 300), 1, ScanConfig("chunked", 16, 1, chunk_tiles=2, window=2)))
 
 GPU_REDUCE_SHAPES = (
     ("rows", (300, 5000), (1,)),
@@ -80,8 +90,15 @@ def _scan_input(shape, dtype, op, seed):
 
 
 def check_scans(dtype, device, shapes, failures, counts):
-    for name, shape, axis in shapes:
+    for name, shape, axis, *forced in shapes:
+        config = forced[0] if forced else None
         for op, fn in (("sum", tritonml.cumulative_sum), ("product", tritonml.cumulative_product)):
+            if config is not None:
+                combine = SUM if op == "sum" else PRODUCT
+
+                def fn(x, axis, *, reverse, exclusive, out=None, combine=combine):
+                    return cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive,
+                                           out=out, config=config)
             x_cpu = _scan_input(shape, dtype, op, seed=len(failures) + counts[0])
             x_np = scan_oracle.to_numpy(x_cpu)
             for layout in ("contiguous", "strided"):
