@@ -90,7 +90,8 @@ class Launch:
     # hand-overs one after another, LOOKBACK_TILE_SECONDS each (a look-back's tiles along the
     # axis, a chunked scan's groups of chunks)
     serial_tiles: int = 0
-    tail_seconds: float = 0.0   # after the streaming: a one-launch split's fold
+    # after the streaming: a one-launch split's fold, a chunked scan's last look-back
+    tail_seconds: float = 0.0
     # Read from L2 alone, on top of bytes_moved (which passes through L2 as well): a chunked scan's
     # second read where its chunks in flight fit, and its look-back over published states.
     l2_bytes: float = 0.0
@@ -138,6 +139,8 @@ def _window_reads(chunks: int, window: int) -> int:
 
 def _chunked(problem: Problem, config: dict, device: Device, chains: int, read: float,
              written: float) -> Launch:
+    """A chunked scan's launch (module docstring): its DRAM bytes with the share of the second
+    read that overflows the L2 budget, its L2-only reads, its group hand-overs and its tail."""
     axis, lanes, warps = config["block_axis"], config["block_inner"], config["num_warps"]
     tiles = -(-problem.axis_len // axis)             # per chain
     chunks = -(-tiles // config["chunk_tiles"])      # per chain
