@@ -12,11 +12,12 @@ import math
 
 from tritonml._config import MAX_REDUCE_SPLITS
 
-from . import compiled, spaces
-from .heuristics import next_pow2
+from . import compiled, cost, spaces
+from .devices import Device
+from .heuristics import chunk_split, chunk_window_most, next_pow2
 from .problem import SECTOR_BYTES, Problem
 
-MAX_CANDIDATES = 12
+MAX_CANDIDATES = 14
 
 
 def _unique(configs, limit: int = MAX_CANDIDATES) -> list[dict]:
@@ -53,10 +54,55 @@ def _scan(regime: str, block_axis: int, block_inner: int) -> dict:
                 num_warps=compiled.scan_warps(block_axis * block_inner))
 
 
-def scan_candidates(problem: Problem, heuristic: dict) -> list[dict]:
+def _chunked(problem: Problem, device: Device, block_axis: int, block_inner: int) -> dict | None:
+    """A chunked config of this tile (``heuristics.chunk_split``), its resident programs from the
+    kernel's compiled registers where ``compiled.json`` has them (else from threads alone, the
+    most); None where one chunk a chain is enough, or where chunks of one tile already overflow
+    the L2 budget (a smaller tile is among the candidates)."""
+    config = _scan("chunked", block_axis, block_inner)
+    tiles = -(-problem.axis_len // block_axis)
+    chains = problem.chains(block_inner)
+    usage = cost.kernel_usage(problem, device, "scan_chunked", block_axis * block_inner,
+                              config["num_warps"])
+    resident = device.sms * cost.programs_per_sm(device, chains * tiles, config["num_warps"],
+                                                 usage.registers if usage else None)
+    tile_bytes = (block_axis * min(block_inner, problem.inner_len) * problem.element_bytes
+                  * problem.sector_waste(block_inner))
+    chunk_tiles, window = chunk_split(tiles, chains, block_axis, tile_bytes, resident,
+                                      device.l2_bytes, 2 * device.sms,
+                                      chunk_window_most(block_inner, problem.state_bytes))
+    programs = chains * -(-tiles // chunk_tiles)
+    in_flight = min(programs, resident) * chunk_tiles * tile_bytes
+    if chunk_tiles >= tiles or in_flight > spaces.CHUNKED_L2_SHARE * device.l2_bytes:
+        return None
+    return dict(config, chunk_tiles=chunk_tiles, window=window)
+
+
+def _chunked_tiles(problem: Problem, budget: int, lanes: list, sms: int) -> list[tuple]:
+    """Chunked tiles: along a contiguous axis one lane, the element budget, the tall 4096 (8
+    warps) as the look-back's, and where one-tile chunks of the budget are fewer than two
+    programs per SM, the tallest tile (at least ``CHUNKED_MIN_BLOCK_AXIS``) that gives that
+    many; along a strided axis 128, 64 and 32 lanes (whole 128-byte lines of float32), each as
+    tall as the budget allows."""
+    axis_p2 = next_pow2(problem.axis_len)
+    if problem.contiguous:
+        filling = min(axis_p2, budget)
+        while (filling > spaces.CHUNKED_MIN_BLOCK_AXIS
+               and problem.chains(1) * -(-problem.axis_len // filling) < 2 * sms):
+            filling //= 2
+        return [(min(axis_p2, budget), 1), (min(axis_p2, spaces.LOOKBACK_TALL_BLOCK_AXIS), 1),
+                (filling, 1)]
+    widest = [width for width in lanes if width >= spaces.CHUNKED_MIN_BLOCK_INNER]
+    return [(min(axis_p2, max(1, budget // width)), width) for width in widest or lanes[:1]]
+
+
+def scan_candidates(problem: Problem, heuristic: dict, device: Device) -> list[dict]:
     """The heuristics' config; one-pass tiles of 1, 1/2 and 1/4 the element budget ("rows") or
-    of every width down to one sector ("columns"); look-back tiles from the budget down to
-    ``LOOKBACK_MIN_BLOCK_AXIS`` tall where the axis has at least ``LOOKBACK_MIN_TILES`` of them."""
+    of every width down to one sector ("columns"); chunked tiles (``_chunked_tiles``) where the
+    chains are too few to fill ``device`` with one chunk each; look-back tiles from the budget
+    down to ``LOOKBACK_MIN_BLOCK_AXIS`` tall where the axis has at least ``LOOKBACK_MIN_TILES``
+    of them (the look-back stays where the cost model finds it faster: short axes, whose few
+    tiles' hand-overs cost less than a chunk's second read and its tail)."""
     space = spaces.GPU_SCAN
     budget = space.tile_budget(problem.state_bytes)
     axis_p2, inner_p2 = next_pow2(problem.axis_len), next_pow2(problem.inner_len)
@@ -67,12 +113,17 @@ def scan_candidates(problem: Problem, heuristic: dict) -> list[dict]:
             configs.append(_scan("rows", block_axis,
                                  min(inner_p2, max(1, budget // block_axis))))
         lookback_inner = [min(inner_p2, max(1, budget // axis_p2))]
+        lanes = lookback_inner
     else:
         lanes = _lanes(problem, space.columns_max_block_inner)
         for block_inner in lanes:
             configs.append(_scan("columns", min(axis_p2, max(1, budget // block_inner)),
                                  block_inner))
         lookback_inner = [lanes[-1], lanes[0]]
+    for block_axis, block_inner in _chunked_tiles(problem, budget, lanes, device.sms):
+        chunked = _chunked(problem, device, block_axis, block_inner)
+        if chunked is not None:
+            configs.append(chunked)
     if problem.contiguous and problem.axis_len >= (spaces.LOOKBACK_MIN_TILES
                                                    * spaces.LOOKBACK_TALL_BLOCK_AXIS):
         # Fewer, taller tiles shorten the look-back's chain of prefix hand-overs, which bounds

@@ -2,7 +2,9 @@
 
 Per launch, from the config and the problem's sizes (``problem.py``):
 
-    seconds = bytes / (bandwidth * min(1, programs / sms) * occupancy) + launch overhead
+    streaming = max(DRAM bytes / (bandwidth * min(1, programs / sms) * occupancy),
+                    L2 bytes / (L2 bandwidth * min(1, programs / sms)))
+    seconds = max(streaming, serial hand-overs) + tail + launch overhead
 
 - bytes: input read and output written, in whole 32-byte sectors (a strided-axis tile narrower than
   a sector reads the whole sector), plus the look-back's three accumulator rows per tile and a
@@ -22,6 +24,20 @@ Per launch, from the config and the problem's sizes (``problem.py``):
   kernel keeps fewer loads in flight per warp than the two-launch split's first kernel at the same
   tile (``compiled.py``, read from the SASS), its streaming takes longer in that proportion (an
   H100 once ran such a one-launch split 3x slower than the two launches);
+- the chunked regime (``_chunked``): each program reads its chunk twice, once to fold it and once
+  to scan it. DRAM bytes are the input read once, the output written once and the workspaces (a
+  4-byte status word and ``block_inner`` published states per chunk, written once); the second
+  read comes from L2 while the chunks in flight fit in ``spaces.CHUNKED_L2_SHARE`` of it (in
+  flight: the resident programs, as ``occupancy`` counts them, times a chunk's input bytes), and
+  the share that does not fit is charged to DRAM. What is read from L2 alone (the second read
+  that fits, and each program's look-back over its group's published states) is counted apart
+  (``Launch.l2_bytes``) and bounds the streaming at the device's L2 bandwidth (an assumption,
+  ``devices.py``), with the DRAM traffic that passes through L2 too. Its serial part is one
+  hand-over per group of ``window`` chunks, each taken as long as a look-back tile's
+  (``LOOKBACK_TILE_SECONDS``), and its tail a program's own publish, poll and acquire-and-load
+  (three ``FOLD_ROUND_TRIP_SECONDS``). Without compile facts for its kernel (``compiled.usage``
+  answers None) registers are unknown: resident programs are bounded by threads alone, the most
+  chunks in flight (the L2 fit errs on the safe side), and occupancy by threads alone;
 - launches: each adds the device's launch overhead.
 
 A candidate whose compiled kernel spills is never chosen (infinite cost). On inputs of
@@ -34,9 +50,9 @@ Between candidates that fill the GPU, one launch wins over two by the second's o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from . import compiled, model
+from . import compiled, model, spaces
 from .devices import Device
 from .problem import Problem
 
@@ -58,6 +74,10 @@ LOOKBACK_TILE_SECONDS = 90e-9
 # One dependent global-memory round trip through L2 (an atomic, or a load that waits on it): the
 # same hand-over as a look-back tile's. Not measured apart.
 FOLD_ROUND_TRIP_SECONDS = LOOKBACK_TILE_SECONDS
+# A chunked scan's last program, after its fold: publish its aggregate, poll its group's status
+# words, then one acquire pass and one load of their values, each a dependent round trip.
+CHUNKED_TAIL_ROUND_TRIPS = 3
+STATUS_WORD_BYTES = 4    # one int32 status word per chunk (tritonml/ops/scan.py, state_work)
 
 
 @dataclass(frozen=True)
@@ -66,9 +86,16 @@ class Launch:
     tile_elements: int   # the tile the registers hold
     num_warps: int
     programs: int
-    bytes_moved: float
-    serial_tiles: int = 0   # tiles one after another (a look-back's tiles along the axis)
-    tail_seconds: float = 0.0   # after the streaming: a one-launch split's fold
+    bytes_moved: float   # DRAM traffic
+    # hand-overs one after another, LOOKBACK_TILE_SECONDS each (a look-back's tiles along the
+    # axis, a chunked scan's groups of chunks)
+    serial_tiles: int = 0
+    # after the streaming: a one-launch split's fold, a chunked scan's last look-back
+    tail_seconds: float = 0.0
+    # Read from L2 alone, on top of bytes_moved (which passes through L2 as well): a chunked scan's
+    # second read where its chunks in flight fit, and its look-back over published states.
+    l2_bytes: float = 0.0
+    reread_bytes: float = 0.0   # a chunked scan's second read, all of it (in l2_bytes or DRAM)
 
 
 @dataclass(frozen=True)
@@ -84,10 +111,59 @@ class Estimate:
 
     @property
     def bytes_moved(self) -> float:
+        """DRAM bytes, every launch together."""
         return sum(launch.bytes_moved for launch in self.launches)
 
+    @property
+    def l2_bytes(self) -> float:
+        """Bytes read from L2 alone (counted apart from ``bytes_moved``)."""
+        return sum(launch.l2_bytes for launch in self.launches)
 
-def _launches(problem: Problem, config: dict) -> list[Launch]:
+
+def kernel_usage(problem: Problem, device: Device, kernel: str, tile_elements: int,
+                 num_warps: int) -> compiled.Usage | None:
+    """``compiled.usage`` for this problem's state and dtype on ``device``'s architecture (sm_90
+    for a GPU the table does not know)."""
+    arch = compiled.ARCH_OF_DEVICE.get(device.name, max(compiled.ARCH_OF_DEVICE.values()))
+    state = compiled.state_class(problem.function if problem.op == "reduce" else None)
+    return compiled.usage(kernel, state, problem.dtype, arch, tile_elements, num_warps)
+
+
+def _window_reads(chunks: int, window: int) -> int:
+    """Published states one chain's chunks read back: chunk c reads its group's earlier chunks
+    (c % window of them) and, past the first group, the previous group's prefix."""
+    full, rest = divmod(chunks, window)
+    return (full * window * (window - 1) // 2 + rest * (rest - 1) // 2
+            + max(0, chunks - window))
+
+
+def _chunked(problem: Problem, config: dict, device: Device, chains: int, read: float,
+             written: float) -> Launch:
+    """A chunked scan's launch (module docstring): its DRAM bytes with the share of the second
+    read that overflows the L2 budget, its L2-only reads, its group hand-overs and its tail."""
+    axis, lanes, warps = config["block_axis"], config["block_inner"], config["num_warps"]
+    tiles = -(-problem.axis_len // axis)             # per chain
+    chunks = -(-tiles // config["chunk_tiles"])      # per chain
+    launch = Launch("scan_chunked", axis * lanes, warps, chains * chunks, read + written)
+    if chunks == 1:   # one program per chain: one read, nothing published or waited for
+        return launch
+    window = config["window"]
+    one_state = STATUS_WORD_BYTES + lanes * problem.state_bytes   # per chunk: word + values
+    published = chains * (chunks - 1) * one_state    # every chunk but a chain's last publishes
+    looked_back = chains * _window_reads(chunks, window) * one_state
+    usage = kernel_usage(problem, device, launch.kernel, launch.tile_elements, warps)
+    resident = device.sms * programs_per_sm(device, launch.programs, warps,
+                                            usage.registers if usage else None)
+    in_flight = min(launch.programs, resident) * read / launch.programs
+    budget = spaces.CHUNKED_L2_SHARE * device.l2_bytes
+    missed = max(0.0, in_flight - budget) / in_flight
+    return replace(launch, bytes_moved=read + written + published + missed * read,
+                   l2_bytes=(1.0 - missed) * read + looked_back, reread_bytes=read,
+                   serial_tiles=-(-chunks // window),
+                   tail_seconds=CHUNKED_TAIL_ROUND_TRIPS * FOLD_ROUND_TRIP_SECONDS)
+
+
+def _launches(problem: Problem, config: dict, device: Device) -> list[Launch]:
     axis, lanes, warps = config["block_axis"], config["block_inner"], config["num_warps"]
     elem, waste = problem.element_bytes, problem.sector_waste(lanes)
     chains = problem.chains(lanes)
@@ -99,6 +175,8 @@ def _launches(problem: Problem, config: dict) -> list[Launch]:
             exchange = 3 * tiles * lanes * problem.state_bytes
             return [Launch("scan_lookback", axis * lanes, warps, tiles, read + written + exchange,
                            serial_tiles=-(-problem.axis_len // axis))]
+        if config["regime"] == "chunked":
+            return [_chunked(problem, config, device, chains, read, written)]
         return [Launch("scan_tiled", axis * lanes, warps, chains, read + written)]
     written = problem.outputs * problem.out_bytes
     splits = config["splits"]
@@ -115,15 +193,23 @@ def _launches(problem: Problem, config: dict) -> list[Launch]:
             Launch("reduce_partials", fold, warps, chains, partials + written)]
 
 
-def occupancy(device: Device, launch: Launch, registers: int | None) -> float:
-    """The fraction of a busy SM's bandwidth ``launch`` keeps, given its registers per thread."""
-    threads = 32 * launch.num_warps
-    programs = min(-(-launch.programs // device.sms), MAX_PROGRAMS_PER_SM,
+def programs_per_sm(device: Device, programs: int, num_warps: int,
+                    registers: int | None) -> int:
+    """Programs of a launch of ``programs`` resident on one busy SM at once: at most its share of
+    them, ``MAX_PROGRAMS_PER_SM``, and what threads and (when known) registers per thread allow."""
+    threads = 32 * num_warps
+    resident = min(-(-programs // device.sms), MAX_PROGRAMS_PER_SM,
                    device.max_threads_per_sm // threads)
     if registers:
         allocated = -(-registers // REGISTER_ALLOCATION_UNIT) * REGISTER_ALLOCATION_UNIT
-        programs = min(programs, max(1, device.registers_per_sm // (allocated * threads)))
-    return min(1.0, programs * launch.num_warps / FULL_BANDWIDTH_WARPS)
+        resident = min(resident, max(1, device.registers_per_sm // (allocated * threads)))
+    return resident
+
+
+def occupancy(device: Device, launch: Launch, registers: int | None) -> float:
+    """The fraction of a busy SM's bandwidth ``launch`` keeps, given its registers per thread."""
+    resident = programs_per_sm(device, launch.programs, launch.num_warps, registers)
+    return min(1.0, resident * launch.num_warps / FULL_BANDWIDTH_WARPS)
 
 
 def launch_seconds(device: Device, launch: Launch, registers: int | None,
@@ -131,27 +217,27 @@ def launch_seconds(device: Device, launch: Launch, registers: int | None,
     """``latency_bound``: how many times longer the streaming takes than occupancy alone says
     (fewer loads in flight than the kernel it stands in for)."""
     busy = min(1.0, launch.programs / device.sms)
-    streaming = latency_bound * (launch.bytes_moved / (device.copy_bandwidth_bytes_per_s * busy
-                                                       * occupancy(device, launch, registers)))
-    return (max(streaming, launch.serial_tiles * LOOKBACK_TILE_SECONDS) + launch.tail_seconds
+    dram = latency_bound * (launch.bytes_moved / (device.copy_bandwidth_bytes_per_s * busy
+                                                  * occupancy(device, launch, registers)))
+    # Everything goes through L2: the DRAM traffic, and what is read from L2 alone.
+    l2 = (launch.bytes_moved + launch.l2_bytes) / (device.l2_bandwidth_bytes_per_s * busy)
+    return (max(dram, l2, launch.serial_tiles * LOOKBACK_TILE_SECONDS) + launch.tail_seconds
             + device.launch_overhead_s)
 
 
 def estimate(problem: Problem, config: dict, device: Device) -> Estimate:
-    arch = compiled.ARCH_OF_DEVICE.get(device.name, max(compiled.ARCH_OF_DEVICE.values()))
-    state = compiled.state_class(problem.function if problem.op == "reduce" else None)
     seconds, spills, most = 0.0, False, None
-    launches = _launches(problem, config)
+    launches = _launches(problem, config, device)
     for launch in launches:
-        usage = compiled.usage(launch.kernel, state, problem.dtype, arch, launch.tile_elements,
-                               launch.num_warps)
+        usage = kernel_usage(problem, device, launch.kernel, launch.tile_elements,
+                             launch.num_warps)
         registers = usage.registers if usage else None
         spills = spills or bool(usage and usage.spills)
         most = registers if most is None else max(most, registers or 0)
         latency_bound = 1.0
         if launch.kernel == "reduce_split_last" and usage and usage.loads_in_flight:
-            twin = compiled.usage("reduce_split", state, problem.dtype, arch,
-                                  launch.tile_elements, launch.num_warps)
+            twin = kernel_usage(problem, device, "reduce_split", launch.tile_elements,
+                                launch.num_warps)
             if twin and twin.loads_in_flight and twin.loads_in_flight > usage.loads_in_flight:
                 latency_bound = twin.loads_in_flight / usage.loads_in_flight
         seconds += launch_seconds(device, launch, registers, latency_bound)

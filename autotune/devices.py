@@ -22,6 +22,7 @@ from dataclasses import dataclass
 TARGET_ENV = "TRITONML_TARGET"
 
 KiB = 1024
+MiB = 1024 * KiB
 
 
 @dataclass(frozen=True)
@@ -34,20 +35,30 @@ class Device:
     max_threads_per_sm: int
     copy_bandwidth_bytes_per_s: float    # a large device-to-device copy, measured, not the spec
     launch_overhead_s: float             # seconds added by each kernel launch
+    l2_bytes: int                        # the L2 cache, all partitions together
+    l2_bandwidth_bytes_per_s: float      # reads that hit in L2, all SMs together: an assumption
 
 
 # NVIDIA H100 SXM5 (sm_90): 132 SMs, 64K registers, 228 KiB shared memory and 2048 threads per SM
 # (CUDA C++ Programming Guide, compute capability 9.0). 3.0e12 B/s is the bandwidth a large
 # device-to-device copy reaches (the spec sheet's HBM3 figure is 3.35e12); 4 us per launch is an
 # estimate of what each launch adds end to end (a few microseconds on either GPU), not a measurement.
+# 50 MiB of L2 (NVIDIA H100 Tensor Core GPU Architecture whitepaper). The L2 bandwidth is an
+# assumption, not measured here: about what public microbenchmarks report for reads that hit in
+# L2 (Chips and Cheese, "Nvidia's H100: Funny L2, and Tons of Bandwidth", 2023, measured an H100
+# PCIe with 114 SMs in the 5-6 TB/s range; the SXM5's 132 SMs may reach more).
 H100 = Device(name="H100", sms=132, registers_per_sm=65536, shared_memory_per_sm=228 * KiB,
-              max_threads_per_sm=2048, copy_bandwidth_bytes_per_s=3.0e12, launch_overhead_s=4e-6)
+              max_threads_per_sm=2048, copy_bandwidth_bytes_per_s=3.0e12, launch_overhead_s=4e-6,
+              l2_bytes=50 * MiB, l2_bandwidth_bytes_per_s=5.5e12)
 
 # NVIDIA A100 SXM4 80GB (sm_80): 108 SMs, 64K registers, 164 KiB shared memory and 2048 threads per
 # SM (compute capability 8.0). 1.7e12 B/s is a typical measured copy bandwidth, not the 2.0e12 of
-# the spec sheet. Launch overhead as for the H100.
+# the spec sheet. Launch overhead as for the H100. 40 MiB of L2 (NVIDIA A100 Tensor Core GPU
+# Architecture whitepaper); its L2 bandwidth, like the H100's, an assumption of about what public
+# microbenchmarks report (the same Chips and Cheese article tested an A100 SXM4 beside the H100).
 A100 = Device(name="A100", sms=108, registers_per_sm=65536, shared_memory_per_sm=164 * KiB,
-              max_threads_per_sm=2048, copy_bandwidth_bytes_per_s=1.7e12, launch_overhead_s=4e-6)
+              max_threads_per_sm=2048, copy_bandwidth_bytes_per_s=1.7e12, launch_overhead_s=4e-6,
+              l2_bytes=40 * MiB, l2_bandwidth_bytes_per_s=4.0e12)
 
 DEVICES = {device.name: device for device in (H100, A100)}
 

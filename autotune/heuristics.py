@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tritonml._config import MAX_REDUCE_SPLITS, ReduceConfig, ScanConfig
 
-from . import devices, spaces
+from . import cost, devices, spaces
 
 
 def next_pow2(n: int) -> int:
@@ -30,9 +30,82 @@ def _choose_for(device_type: str, device):
     return False, None
 
 
-def scan_config(layout, device_type: str, device=None, acc_bytes: int = 8) -> ScanConfig:
+def chunk_split(tiles_per_chain: int, chains: int, block_axis: int, tile_bytes: float,
+                resident: int, l2_bytes: float, fill_programs: int,
+                window_most: int) -> tuple[int, int]:
+    """(chunk_tiles, window) of a chunked scan (``ScanConfig``) of ``block_axis``-long tiles.
+    Chunks are
+
+    - at most as long as keeps the chunks in flight, ``resident`` programs' (resident at once on
+      the whole GPU) times a chunk's ``tile_bytes`` per tile, within ``spaces.CHUNKED_L2_SHARE``
+      of ``l2_bytes``, so that a chunk's second read still finds it in L2 (no limit where the
+      whole input fits);
+    - within that, at least ``spaces.CHUNKED_MIN_CHUNK_AXIS`` positions long (the published
+      states stay a small share of a chunk's bytes), and as long as chains x chunks >=
+      ``fill_programs`` (two programs per SM: every SM busy, with slack) allows;
+
+    and the window of ``spaces.CHUNKED_MIN_WINDOW`` to ``CHUNKED_MAX_WINDOW`` chunks (fewer where
+    the chunks are fewer), at most ``window_most``, at least 2."""
+    budget = spaces.CHUNKED_L2_SHARE * l2_bytes
+    by_fill = max(1, chains * tiles_per_chain // max(1, fill_programs))
+    shortest = -(-spaces.CHUNKED_MIN_CHUNK_AXIS // block_axis)
+    if chains * tiles_per_chain * tile_bytes <= budget:
+        by_l2 = tiles_per_chain
+    else:
+        by_l2 = max(1, int(budget // (resident * tile_bytes)))
+    chunk_tiles = max(1, min(by_l2, max(shortest, by_fill), tiles_per_chain))
+    chunks = -(-tiles_per_chain // chunk_tiles)
+    window = min(spaces.CHUNKED_MAX_WINDOW, max(spaces.CHUNKED_MIN_WINDOW, next_pow2(chunks)),
+                 window_most)
+    return chunk_tiles, max(2, window)
+
+
+def chunk_window_most(block_inner: int, acc_bytes: int) -> int:
+    """The largest window whose [window, block_inner] accumulators (the published states a
+    program scans) fit one scan tile's budget (``spaces.GPU_SCAN``), a power of two."""
+    most = max(1, spaces.GPU_SCAN.tile_budget(acc_bytes) // block_inner)
+    return 1 << (most.bit_length() - 1)
+
+
+def _chunked(layout, contiguous_tile: tuple, budget: int, acc_bytes: int, element_bytes: int,
+             fill_programs: int) -> ScanConfig:
+    """The heuristics' chunked config. Along a contiguous axis the one-pass tile; along a strided
+    one ``spaces.CHUNKED_MIN_BLOCK_INNER`` lanes at most: the published states are one row of
+    accumulators per chunk, so their share of a chunk's bytes falls with the chunk's length along
+    the axis, which the L2 bounds by its lanes (the narrowest tile fits the longest chunks). The
+    heuristics do not see the compiled registers: resident programs are what threads allow (the
+    most, so the chunks in flight are not underestimated)."""
+    axis_len, inner_len = max(layout.axis_len, 1), max(layout.inner_len, 1)
+    if layout.axis_is_contiguous:
+        block_axis, block_inner = contiguous_tile
+    else:
+        block_inner = min(next_pow2(inner_len), spaces.CHUNKED_MIN_BLOCK_INNER)
+        block_axis = min(next_pow2(axis_len), max(1, budget // block_inner))
+    warps = 8 if block_axis * block_inner > spaces.GPU_EIGHT_WARPS_ABOVE else 4
+    device = devices.active() or devices.H100
+    sms = max(1, fill_programs // 2)
+    # enough programs that their share per SM does not bound the residents
+    resident = sms * cost.programs_per_sm(device, sms * cost.MAX_PROGRAMS_PER_SM, warps, None)
+    chains = layout.outer_len * -(-inner_len // block_inner)
+    tile_bytes = block_axis * min(block_inner, inner_len) * element_bytes
+    chunk_tiles, window = chunk_split(-(-axis_len // block_axis), chains, block_axis, tile_bytes,
+                                      resident, device.l2_bytes, fill_programs,
+                                      chunk_window_most(block_inner, acc_bytes))
+    return ScanConfig("chunked", block_axis, block_inner, warps, chunk_tiles=chunk_tiles,
+                      window=window)
+
+
+def scan_config(layout, device_type: str, device=None, acc_bytes: int = 8,
+                element_bytes: int | None = None) -> ScanConfig:
     """Pick regime and tile for a scan over ``layout`` (a ``tritonml._layout.AxisLayout``);
-    ``acc_bytes`` is the size of the accumulator type (``tritonml._dtypes.ACC_DTYPE``)."""
+    ``acc_bytes`` is the size of the accumulator type (``tritonml._dtypes.ACC_DTYPE``),
+    ``element_bytes`` an input element's (default: ``acc_bytes``, which is at least that).
+
+    The tile covers the contiguous side first: along the axis when it is where the memory runs
+    ("rows"), else along the inner dim ("columns"). On a GPU, fewer independent scans than two
+    programs per SM along an axis of at least ``spaces.CHUNKED_MIN_TILES`` such tiles take
+    "chunked": the axis is cut into chunks that fill the SMs, and no tile waits for the one
+    before it (the cost model still weighs the look-back against it, ``candidates.py``)."""
     axis_len, inner_len = max(layout.axis_len, 1), max(layout.inner_len, 1)
     on_gpu, fill_programs = _choose_for(device_type, device)
     space = spaces.GPU_SCAN if on_gpu else spaces.CPU_SCAN
@@ -45,17 +118,12 @@ def scan_config(layout, device_type: str, device=None, acc_bytes: int = 8) -> Sc
         regime = "columns"
         block_inner = min(next_pow2(inner_len), space.columns_max_block_inner)
         block_axis = min(next_pow2(axis_len), max(1, budget // block_inner))
+    warps = 8 if block_axis * block_inner > spaces.GPU_EIGHT_WARPS_ABOVE else 4
     if on_gpu:
         chains = layout.outer_len * -(-inner_len // block_inner)
-        # Look-back tiles are tall: each tile publishes and reads back 3 accumulator rows, which
-        # must stay a few percent of the tile's own traffic.
-        lookback_axis = min(next_pow2(axis_len),
-                            max(spaces.LOOKBACK_MIN_BLOCK_AXIS, budget // block_inner))
-        lookback_inner = max(1, min(block_inner, budget // lookback_axis))
-        if (chains < fill_programs
-                and axis_len >= spaces.LOOKBACK_MIN_TILES * lookback_axis):
-            regime, block_axis, block_inner = "lookback", lookback_axis, lookback_inner
-    warps = 8 if block_axis * block_inner > spaces.GPU_EIGHT_WARPS_ABOVE else 4
+        if chains < fill_programs and axis_len >= spaces.CHUNKED_MIN_TILES * block_axis:
+            return _chunked(layout, (block_axis, block_inner), budget, acc_bytes,
+                            element_bytes or acc_bytes, fill_programs)
     return ScanConfig(regime, block_axis, block_inner, warps)
 
 

@@ -33,7 +33,7 @@ from .devices import Device
 from .problem import Problem
 
 # Bump when the candidates, the cost model or the kernels change what a stored choice means.
-SELECT_VERSION = 2
+SELECT_VERSION = 3
 TABLE = "table"   # Choice.source of a shipped-table entry
 HALF_DTYPES = (torch.float16, torch.bfloat16)
 # Reduce functions by the partial state they carry (tritonml/ops/reduce.py, ReduceCombine.state).
@@ -83,7 +83,7 @@ def cuda_gpu(device: torch.device) -> Device:
 @functools.lru_cache(maxsize=None)
 def _cuda_facts(index: int) -> Device:
     """The shipped facts when the device's name contains a known GPU's ("NVIDIA H100 80GB HBM3"),
-    else facts read from the device, with an H100's bandwidth and launch overhead."""
+    else facts read from the device, with an H100's bandwidths and launch overhead."""
     name = torch.cuda.get_device_name(index)
     for known, facts in devices.DEVICES.items():
         if known in name.upper():
@@ -94,7 +94,9 @@ def _cuda_facts(index: int) -> Device:
                   shared_memory_per_sm=getattr(props, "shared_memory_per_multiprocessor", 0),
                   max_threads_per_sm=getattr(props, "max_threads_per_multi_processor", 2048),
                   copy_bandwidth_bytes_per_s=devices.H100.copy_bandwidth_bytes_per_s,
-                  launch_overhead_s=devices.H100.launch_overhead_s)
+                  launch_overhead_s=devices.H100.launch_overhead_s,
+                  l2_bytes=getattr(props, "L2_cache_size", devices.H100.l2_bytes),
+                  l2_bandwidth_bytes_per_s=devices.H100.l2_bandwidth_bytes_per_s)
 
 
 def gpu_of(device: torch.device | None) -> Device | None:
@@ -145,10 +147,17 @@ def _key(problem: Problem, regime: str, device_name: str) -> dict:
         layout="contiguous" if problem.contiguous else "strided", device=device_name)
 
 
+# ScanConfig fields only the chunked regime reads: other regimes' dicts leave them out (their
+# defaults), so their candidates and table entries stay as they were.
+CHUNKED_FIELDS = ("chunk_tiles", "window")
+
+
 def fields(config) -> dict:
-    """A ScanConfig's or ReduceConfig's fields as the candidates' dicts hold them."""
+    """A ScanConfig's or ReduceConfig's fields as the candidates' dicts hold them: all but
+    ``prefix_every`` (tests only), and ``CHUNKED_FIELDS`` only for "chunked"."""
     return {name: getattr(config, name) for name in config.__dataclass_fields__
-            if name != "prefix_every"}
+            if name != "prefix_every"
+            and (name not in CHUNKED_FIELDS or config.regime == "chunked")}
 
 
 def plan_scan(layout, dtype: torch.dtype, device: torch.device | None, combine: str,
@@ -164,9 +173,9 @@ def plan_scan(layout, dtype: torch.dtype, device: torch.device | None, combine: 
         heuristic = heuristics.scan_config(layout, "cpu", None, acc)
         return Plan(problem, None, fields(heuristic), (), ScanConfig)
     with devices.targeting(gpu):
-        heuristic = fields(heuristics.scan_config(layout, "cuda", None, acc))
-    return Plan(problem, gpu, heuristic, tuple(candidates.scan_candidates(problem, heuristic)),
-                ScanConfig)
+        heuristic = fields(heuristics.scan_config(layout, "cuda", None, acc, value))
+    return Plan(problem, gpu, heuristic,
+                tuple(candidates.scan_candidates(problem, heuristic, gpu)), ScanConfig)
 
 
 def plan_reduce(layout, dtype: torch.dtype, device: torch.device | None, function: str,

@@ -52,7 +52,7 @@ CPU_SCAN = ScanSpace(tile_bytes=None, tile_elements=1 << 16,
 
 # Independent scans needed to fill a GPU without splitting the axis: two programs per SM, counted
 # on an H100 when there is neither a target nor a CUDA device to ask. Fewer than this, and a long
-# axis, switch to the look-back regime.
+# axis, switch to the chunked regime (the look-back's before; the tuner still weighs both).
 GPU_MIN_PROGRAMS = 2 * H100.sms
 # The look-back regime only pays when each independent scan splits into at least this many tiles.
 LOOKBACK_MIN_TILES = 4
@@ -67,6 +67,35 @@ LOOKBACK_MIN_BLOCK_AXIS = 128
 LOOKBACK_TALL_BLOCK_AXIS = 4096
 # Warps: 8 for tiles above this many elements, else 4.
 GPU_EIGHT_WARPS_ABOVE = 2048
+
+# The chunked regime (tritonml/kernels/scan.py, scan_chunked_kernel: reduce, then scan, each chunk
+# of tiles read twice). Few independent scans (fewer than two programs per SM) along an axis of at
+# least this many of the one-pass tile take it on a GPU, as they took the look-back before.
+CHUNKED_MIN_TILES = 4
+# The share of the L2 cache the chunks in flight (resident programs x a chunk's input bytes) may
+# fill for their second read to hit there. The rest is left to what streams through L2 beside
+# them: the outputs written, other chunks' first reads, the workspaces. An assumption (half),
+# not measured; the cost model charges the share of the second read that does not fit to DRAM.
+CHUNKED_L2_SHARE = 0.5
+# Positions along the axis a chunk spans at least, where the L2 allows: a chunk publishes one row
+# of accumulators (and its successors read it back from L2), under 1.6% of a float32 chunk's
+# input bytes at 128 rows (8 B / (128 x 4 B)), as the look-back's tiles (LOOKBACK_MIN_BLOCK_AXIS).
+CHUNKED_MIN_CHUNK_AXIS = 128
+# Chunks per look-back group (ScanConfig.window): one vector load polls a group's status words and
+# one reads its published values, so a group is one round trip of the only serial chain. At most
+# 256 (a 2**26 row in 4096-element chunks is 64 groups, a few us against its 179 us of bytes on
+# an H100), at least 64 where the chunks allow (fewer distinct WINDOWs, fewer compiled kernels),
+# and the [window, block_inner] accumulators a program scans stay within one tile's budget (a
+# strided axis's 128-lane tile gets windows of 8).
+CHUNKED_MAX_WINDOW = 256
+CHUNKED_MIN_WINDOW = 64
+# Shortest chunked tile along a contiguous axis the candidates try to reach two programs per SM:
+# 4 elements a thread at 4 warps (one 128-bit float32 load), the smallest tile compile_facts.py
+# measures.
+CHUNKED_MIN_BLOCK_AXIS = 512
+# Narrowest chunked tile along a strided axis's inner dim the candidates try: 32 lanes are a full
+# 128-byte line of float32 and whole sectors of any dtype (as REDUCE_COLUMNS_MIN_BLOCK_INNER).
+CHUNKED_MIN_BLOCK_INNER = 32
 
 # ---------------------------------------------------------------------------------------------
 # Reduce

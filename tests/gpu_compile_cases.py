@@ -21,7 +21,8 @@ from tritonml_autotune import compiled, spaces
 from tritonml_autotune.heuristics import scan_config
 from benchmarks.gpu_compile import compile_in_subprocess, describe  # noqa: F401
 
-# (regime, shape, axis): large shapes for which the CUDA heuristics pick that regime.
+# (regime, shape, axis): large shapes for which the CUDA heuristics pick that regime (the look-back:
+# few long scans, which the heuristics now run chunked; see ``regime_config``).
 SCAN_REGIME_SHAPES = {
     "rows": ((4096, 4096), 1),
     "columns": ((512, 64, 2048), 1),
@@ -34,6 +35,17 @@ TUNER_SCAN_CASES = {
                       ScanConfig("lookback", spaces.LOOKBACK_TALL_BLOCK_AXIS, 1,
                                  compiled.scan_warps(spaces.LOOKBACK_TALL_BLOCK_AXIS))),
 }
+
+
+def regime_config(regime, layout, acc_bytes) -> ScanConfig:
+    """The CUDA heuristics' config for ``layout``, which must be of ``regime``; for "lookback",
+    which only the tuner's candidates reach now (the heuristics take "chunked" for few long
+    scans), the look-back at the heuristics' tile."""
+    config = scan_config(layout, "cuda", acc_bytes=acc_bytes)
+    if regime == "lookback" and config.regime == "chunked":
+        config = ScanConfig("lookback", config.block_axis, config.block_inner, config.num_warps)
+    assert config.regime == regime, (regime, config)
+    return config
 
 
 # The dtypes whose HAS_INITIAL=True specializations are compiled too (``initial_scan_launches``).
@@ -56,8 +68,7 @@ def scan_launches(dtypes=SUPPORTED_DTYPES, regimes=(*SCAN_REGIME_SHAPES, *TUNER_
         layout = _layout.axis_layout(shape, x.stride(), x.stride(), axis)
         acc_bytes = ACC_TORCH_DTYPE[dtype].itemsize
         if regime not in TUNER_SCAN_CASES:
-            config = scan_config(layout, "cuda", acc_bytes=acc_bytes)
-            assert config.regime == regime, (regime, config)
+            config = regime_config(regime, layout, acc_bytes)
         init = torch.empty(shape[:axis] + shape[axis + 1:], dtype=dtype) if initial else None
         with _trace.record(execute=False) as rec:
             cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive, initial=init,

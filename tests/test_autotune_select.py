@@ -265,17 +265,34 @@ def test_modeled_choices_fill_the_sms_never_spill_and_run_the_right_launches(nam
     arch = {"H100": 90, "A100": 80}[target.name]
     for launch in rec.launches:
         raw = spill_bytes_measured(launch, dtype, arch, op)
+        if raw is None and not has_compile_facts(kernel_of(launch)):
+            # The chunked kernel has no entries in compiled.json yet (compile_facts.py lists it;
+            # the table is regenerated apart, with ptxas): the model must then know no registers.
+            assert kernel_of(launch) == "scan_chunked", launch.name
+            assert cost.estimate(plan.problem, select.fields(config), target).registers is None
+            continue
         assert raw is not None and raw <= compiled.SPILL_TOLERANCE_BYTES, (launch.name, raw)
+
+
+def kernel_of(launch) -> str | None:
+    """The compiled.json kernel name of a recorded launch."""
+    if launch.name == "reduce_kernel":
+        return ("reduce_split_last" if launch.meta["FOLD_LAST"] else
+                "reduce_split" if launch.meta["WRITE_PARTIAL"] else "reduce")
+    return {"scan_tiled_kernel": "scan_tiled", "scan_lookback_kernel": "scan_lookback",
+            "scan_chunked_kernel": "scan_chunked",
+            "reduce_partials_kernel": "reduce_partials"}.get(launch.name)
+
+
+def has_compile_facts(kernel) -> bool:
+    data = json.loads(compiled.TABLE_PATH.read_text())["entries"]
+    return any(e["kernel"] == kernel for e in data)
 
 
 def spill_bytes_measured(launch, dtype, arch, op):
     """The largest spill compiled.json holds for this kernel at this many elements per thread or
     more, read from the raw entries (the oracle for compiled.usage)."""
-    kernel = {"scan_tiled_kernel": "scan_tiled", "scan_lookback_kernel": "scan_lookback",
-              "reduce_partials_kernel": "reduce_partials"}.get(launch.name)
-    if launch.name == "reduce_kernel":
-        kernel = ("reduce_split_last" if launch.meta["FOLD_LAST"] else
-                  "reduce_split" if launch.meta["WRITE_PARTIAL"] else "reduce")
+    kernel = kernel_of(launch)
     tile = launch.meta.get("BLOCK_SPLIT", launch.meta.get("BLOCK_AXIS")) * launch.meta["BLOCK_INNER"]
     per_thread = max(1, tile // (32 * launch.meta["num_warps"]))
     state = "value+index" if op in ("ARGMAX", "ARGMIN") else "value"
@@ -315,14 +332,25 @@ def test_a_spilling_candidate_is_never_chosen(monkeypatch):
     assert second.block_axis * second.block_inner < largest
 
 
+KERNEL_OF_REGIME = {"rows": "scan_tiled", "columns": "scan_tiled", "lookback": "scan_lookback",
+                    "chunked": "scan_chunked"}
+
+
 def test_the_compile_facts_cover_every_candidate_of_the_suite():
+    """Every candidate's registers are known, but the chunked kernel's until compiled.json has
+    entries for it (then its candidates are held to the same)."""
     for target in TARGETS:
         for item in suite.ITEMS:
             for dtype in item.dtypes:
                 with tuning.target(target.name):
                     plan, _ = tuning.plan_for(item, getattr(torch, dtype), None)
                 for config in plan.candidates:
-                    assert cost.estimate(plan.problem, config, target).registers, (item, config)
+                    registers = cost.estimate(plan.problem, config, target).registers
+                    kernel = KERNEL_OF_REGIME.get(config["regime"])
+                    if kernel == "scan_chunked" and not has_compile_facts(kernel):
+                        assert registers is None, (item, config)
+                    else:
+                        assert registers, (item, config)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -371,13 +399,19 @@ def test_the_doc_table_of_choices_is_what_the_code_chooses():
 def test_the_look_back_is_modeled_as_a_chain_of_tiles_and_takes_taller_tiles():
     """One long row: the look-back's time is its tiles one after another (measured on an H100:
     about 90 ns a tile), so 4096-element tiles model 4x faster than 1024-element ones, and the
-    tuner picks the taller tile the element budget alone would not."""
+    taller tile the element budget alone would not give is among the candidates. The tuner now
+    chooses neither: a chunked scan has no chain of tiles (tests/test_chunked_model.py)."""
     with tuning.target("H100"):
         plan, _ = tuning.plan_for(suite.Item("cumulative_sum", (1, 1 << 26), (1,)), torch.float32,
                                   None)
         chosen = select.modeled(plan).config
-    assert (chosen.regime, chosen.block_axis, chosen.block_inner) == \
-        ("lookback", spaces.LOOKBACK_TALL_BLOCK_AXIS, 1)
+    assert chosen.regime == "chunked"
+    tall = dict(regime="lookback", block_axis=spaces.LOOKBACK_TALL_BLOCK_AXIS, block_inner=1,
+                num_warps=8)
+    assert tall in plan.candidates
+    lookbacks = [c for c in plan.candidates if c["regime"] == "lookback"]
+    fastest = min(lookbacks, key=lambda c: cost.estimate(plan.problem, c, devices.H100).seconds)
+    assert fastest == tall
     for block_axis, warps in ((1024, 4), (4096, 8)):
         config = dict(regime="lookback", block_axis=block_axis, block_inner=1, num_warps=warps,
                       prefix_every=1)

@@ -10,8 +10,8 @@ from tritonml import _layout, _trace
 from tritonml._dtypes import ACC_TORCH_DTYPE
 from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes
 from tritonml.ops.scan import PRODUCT, SUM, cumulative_scan
-from tritonml_autotune.heuristics import reduce_config, scan_config
-from gpu_compile_cases import SCAN_REGIME_SHAPES, compile_in_subprocess, describe
+from tritonml_autotune.heuristics import reduce_config
+from gpu_compile_cases import SCAN_REGIME_SHAPES, compile_in_subprocess, describe, regime_config
 from reduce_helpers import GPU_REGIME_SHAPES
 
 # The dtypes torch makes negative views of, a few of each kind.
@@ -31,7 +31,7 @@ def _launches():
         for dtype in SCAN_DTYPES:
             x, out = _negative(shape, dtype), _negative(shape, dtype)
             layout = _layout.axis_layout(shape, x.stride(), out.stride(), axis)
-            config = scan_config(layout, "cuda", acc_bytes=ACC_TORCH_DTYPE[dtype].itemsize)
+            config = regime_config(regime, layout, ACC_TORCH_DTYPE[dtype].itemsize)
             for combine in (SUM, PRODUCT):
                 with _trace.record(execute=False) as rec:
                     cumulative_scan(x, axis, combine, exclusive=True, out=out, config=config)

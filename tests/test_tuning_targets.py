@@ -51,8 +51,8 @@ def record_as_cuda(run, execute=False) -> list:
     scan_config, reduce_config = heuristics.scan_config, heuristics.reduce_config
     with mock.patch.object(select, "gpu_of", lambda _device: devices.active() or devices.H100), \
          mock.patch.object(heuristics, "scan_config",
-                           lambda layout, _type, _device=None, acc_bytes=8:
-                           scan_config(layout, "cuda", None, acc_bytes)), \
+                           lambda layout, _type, _device=None, acc_bytes=8, element_bytes=None:
+                           scan_config(layout, "cuda", None, acc_bytes, element_bytes)), \
          mock.patch.object(heuristics, "reduce_config",
                            lambda layout, _type, _device=None: reduce_config(layout, "cuda")), \
          _trace.record(execute=execute) as rec:
@@ -133,7 +133,9 @@ def test_model_rejects_launches_without_programs_or_with_negative_bytes():
 # Targets choose as the CUDA heuristics do, on CPU tensors
 # ---------------------------------------------------------------------------------------------
 
-def test_h100_target_runs_the_cuda_lookback_scan_on_cpu_tensors():
+def test_h100_target_runs_the_cuda_chunked_scan_on_cpu_tensors():
+    # Four rows of 4096: the cost model takes one chunked launch (one look-back group, a single
+    # hand-over) over the look-back's chain of 8 tiles a row (cost.LOOKBACK_TILE_SECONDS each).
     x = torch.randn(4, 4096)
     expected = record_as_cuda(lambda: tritonml.cumulative_sum(x, 1))
     with tritonml.tuning.target("H100") as chosen:
@@ -142,9 +144,9 @@ def test_h100_target_runs_the_cuda_lookback_scan_on_cpu_tensors():
             result = tritonml.cumulative_sum(x, 1)
         got = describe(rec.launches)
     assert got == expected
-    assert rec.launches[0].name == "scan_lookback_kernel"
+    assert rec.launches[0].name == "scan_chunked_kernel"
     torch.testing.assert_close(result, torch.cumsum(x.double(), 1).float())
-    # Without a target the CPU tile limits apply: one tile per row, no look-back.
+    # Without a target the CPU tile limits apply: one tile per row, no chunks.
     assert record(lambda: tritonml.cumulative_sum(x, 1), execute=False) != expected
 
 
@@ -186,11 +188,12 @@ def test_a100_target_fills_108_sms_where_an_h100_needs_more_chains():
                           execute=False)
     assert [launch["grid"] for launch in launches] == [[REDUCE_BETWEEN_A100_AND_H100, 1]]
 
-    # A scan of 240 rows of 4096: look-back on an H100, one program per row on an A100.
+    # A scan of 240 rows of 4096: chunked on an H100 (the heuristics' regime for too few long
+    # scans, the look-back's before), one program per row on an A100.
     x = torch.empty(BETWEEN_A100_AND_H100, 4096)
     layout = axis_layout(tuple(x.shape), x.stride(), x.stride(), 1)
     with tritonml.tuning.target("H100"):
-        assert heuristics.scan_config(layout, "cpu", None, 8).regime == "lookback"
+        assert heuristics.scan_config(layout, "cpu", None, 8).regime == "chunked"
     with tritonml.tuning.target("A100"):
         assert heuristics.scan_config(layout, "cpu", None, 8).regime == "rows"
 
@@ -199,7 +202,7 @@ def test_no_target_leaves_the_choice_to_the_device_type():
     x = torch.empty(BETWEEN_A100_AND_H100, 4096)
     layout = axis_layout(tuple(x.shape), x.stride(), x.stride(), 1)
     assert tritonml.tuning.current() is None
-    assert heuristics.scan_config(layout, "cuda", None, 8).regime == "lookback"
+    assert heuristics.scan_config(layout, "cuda", None, 8).regime == "chunked"
     assert heuristics.scan_config(layout, "cpu", None, 8).block_axis == 4096
 
 
@@ -305,5 +308,5 @@ def test_each_thread_has_its_own_target():
         for thread in (*threads, fresh):
             thread.join()
         assert tritonml.tuning.current() is devices.H100
-    assert seen == {"H100": (devices.H100, "lookback"), "A100": (devices.A100, "rows"),
+    assert seen == {"H100": (devices.H100, "chunked"), "A100": (devices.A100, "rows"),
                     "fresh": None}

@@ -169,8 +169,11 @@ def runner_factory(item, dtype, device, layout):
 
 
 def config_text(fields: dict) -> str:
-    """A config in one short cell: "columns 256x16 w8", "split 128x32 w8 s3"."""
+    """A config in one short cell: "columns 256x16 w8", "split 128x32 w8 s3", "chunked 4096x1 w8
+    ct2 win256" (chunks of 2 tiles, look-back groups of 256 chunks)."""
     text = f"{fields['regime']} {fields['block_axis']}x{fields['block_inner']} w{fields['num_warps']}"
+    if fields["regime"] == "chunked":
+        text += f" ct{fields['chunk_tiles']} win{fields['window']}"
     return text + (f" s{fields['splits']}" if fields.get("splits", 1) > 1 else "")
 
 
@@ -198,8 +201,9 @@ def suite_choices_table(target_name: str) -> str:
                 estimate = cost.estimate(plan.problem, fields, plan.gpu)
                 programs = " + ".join(str(launch.programs) for launch in estimate.launches)
                 ideal = cost.model_ideal_seconds(plan.problem, plan.gpu)
+                registers = "unknown" if estimate.registers is None else estimate.registers
                 rows.append((item.label, dtype_text, config_text(plan.heuristic),
-                             config_text(fields), programs, estimate.registers,
+                             config_text(fields), programs, registers,
                              f"{estimate.seconds / ideal:.2f}x"))
     return markdown_table(("problem", "dtype", "heuristics", "cost model", "programs",
                            "registers", "modeled / ideal"), rows)

@@ -26,7 +26,8 @@ from tritonml import _trace  # noqa: E402
 from tritonml._config import ReduceConfig, ScanConfig  # noqa: E402
 from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes  # noqa: E402
 from tritonml.ops.scan import SUM, cumulative_scan  # noqa: E402
-from tritonml_autotune import compiled  # noqa: E402
+from tritonml_autotune import compiled, spaces  # noqa: E402
+from tritonml_autotune.heuristics import chunk_window_most  # noqa: E402
 
 from benchmarks.gpu_compile import compile_in_subprocess, describe  # noqa: E402
 
@@ -45,9 +46,13 @@ def _scan_launches(dtype, elements, lanes):
     x = torch.empty(256, 8192, dtype=dtype)
     block_axis = elements // lanes
     warps = compiled.scan_warps(elements)
+    # The chunked kernel scans [window, lanes] published states: measured at the widest window
+    # the candidates give these lanes (float64 accumulators' budget, heuristics.chunk_window_most).
+    window = max(2, min(spaces.CHUNKED_MAX_WINDOW, chunk_window_most(lanes, 8)))
     for kernel, regime, axis in (("scan_tiled", "rows" if lanes == 1 else "columns", 1 if lanes == 1 else 0),
-                                 ("scan_lookback", "lookback", 1 if lanes == 1 else 0)):
-        config = ScanConfig(regime, block_axis, lanes, warps)
+                                 ("scan_lookback", "lookback", 1 if lanes == 1 else 0),
+                                 ("scan_chunked", "chunked", 1 if lanes == 1 else 0)):
+        config = ScanConfig(regime, block_axis, lanes, warps, chunk_tiles=2, window=window)
         with _trace.record(execute=False) as rec:
             cumulative_scan(x, axis, SUM, config=config)
         yield kernel, "value", rec.launches[-1]

@@ -1,10 +1,12 @@
-"""Rewrite the generated choice tables of docs/tuning.md from the code.
+"""Rewrite the generated tables of docs/tuning.md and docs/performance.md from the code.
 
     python autotune/scripts/doc_table.py          (from the repository root)
 
-Each table sits between ``<!-- choices H100 begin -->`` and ``<!-- choices H100 end -->`` (A100
-likewise) and is ``tritonml.tuning.suite_choices_table(name)``; tests/test_autotune_select.py
-fails when the doc and the code disagree.
+docs/tuning.md: each table sits between ``<!-- choices H100 begin -->`` and
+``<!-- choices H100 end -->`` (A100 likewise) and is ``tritonml.tuning.suite_choices_table(name)``;
+tests/test_autotune_select.py fails when the doc and the code disagree. docs/performance.md: the
+"Long scans" table between ``<!-- long scans H100 begin -->`` and ``<!-- long scans H100 end -->``
+is ``tritonml_autotune.long_scans.table("H100")`` (checked by tests/test_chunked_model.py).
 """
 from __future__ import annotations
 
@@ -12,12 +14,18 @@ import re
 import sys
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "tuning.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "tuning.md"
+PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
 TARGETS = ("H100", "A100")
+LONG_SCANS_TARGET = "H100"
+if str(ROOT) not in sys.path:   # this repository's tritonml and tritonml_autotune, not others
+    sys.path.insert(0, str(ROOT))
 
 
-def section(name: str) -> re.Pattern:
-    return re.compile(rf"(<!-- choices {name} begin -->\n)(.*?)(<!-- choices {name} end -->)", re.DOTALL)
+def section(name: str, kind: str = "choices") -> re.Pattern:
+    return re.compile(rf"(<!-- {kind} {name} begin -->\n)(.*?)(<!-- {kind} {name} end -->)",
+                      re.DOTALL)
 
 
 def rendered(text: str) -> str:
@@ -31,12 +39,25 @@ def rendered(text: str) -> str:
     return text
 
 
+def rendered_performance(text: str) -> str:
+    from tritonml_autotune import long_scans
+
+    table = long_scans.table(LONG_SCANS_TARGET)
+    text, count = section(LONG_SCANS_TARGET, "long scans").subn(
+        lambda m: m.group(1) + table + "\n" + m.group(3), text)
+    if count != 1:
+        raise ValueError(f"{PERFORMANCE_DOC}: expected one 'long scans {LONG_SCANS_TARGET}' "
+                         f"section, found {count}")
+    return text
+
+
 def main() -> int:
-    text = DOC.read_text(encoding="utf-8")
-    new = rendered(text)
-    if new != text:
-        DOC.write_text(new, encoding="utf-8")
-        print(f"updated {DOC}")
+    for doc, render in ((DOC, rendered), (PERFORMANCE_DOC, rendered_performance)):
+        text = doc.read_text(encoding="utf-8")
+        new = render(text)
+        if new != text:
+            doc.write_text(new, encoding="utf-8")
+            print(f"updated {doc}")
     return 0
 
 
