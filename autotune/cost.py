@@ -3,7 +3,8 @@
 Per launch, from the config and the problem's sizes (``problem.py``):
 
     streaming = max(DRAM bytes / (bandwidth * min(1, programs / sms) * occupancy),
-                    L2 bytes / (L2 bandwidth * min(1, programs / sms)))
+                    L2 bytes / (L2 bandwidth * min(1, programs / sms)),
+                    waves * tile steps per program * TILE_STEP_SECONDS)
     seconds = max(streaming, serial hand-overs) + tail + launch overhead
 
 - bytes: input read and output written, in whole 32-byte sectors (a strided-axis tile narrower than
@@ -38,6 +39,10 @@ Per launch, from the config and the problem's sizes (``problem.py``):
   (three ``FOLD_ROUND_TRIP_SECONDS``). Without compile facts for its kernel (``compiled.usage``
   answers None) registers are unknown: resident programs are bounded by threads alone, the most
   chunks in flight (the L2 fit errs on the safe side), and occupancy by threads alone;
+- tile steps: a program walks its tiles one after another (load, combine, store; nothing is
+  pipelined across steps), so a launch takes at least its waves of resident programs
+  (``programs_per_sm``) times the steps each program makes times ``TILE_STEP_SECONDS``, measured
+  on an H100. It binds where few programs walk many tiles: a tiled scan down few wide columns;
 - launches: each adds the device's launch overhead.
 
 A candidate whose compiled kernel spills is never chosen (infinite cost). On inputs of
@@ -74,6 +79,12 @@ LOOKBACK_TILE_SECONDS = 90e-9
 # One dependent global-memory round trip through L2 (an atomic, or a load that waits on it): the
 # same hand-over as a look-back tile's. Not measured apart.
 FOLD_ROUND_TRIP_SECONDS = LOOKBACK_TILE_SECONDS
+# One tile step of a program that walks its tiles in a loop (load a tile, combine, store, carry on),
+# latency included. Measured on an H100 (Triton 3.6, 2026-11-23, benchmarks/results/): a tiled
+# scan of 4096x16384 along axis 0 ran 128 programs of 512 steps of [8, 128] float32 in 0.555 ms
+# (1.08 us a step), 256 steps of [16, 128] float16 in 0.308 ms (1.2 us), 512 of [8, 128] int32 in
+# 0.664 ms (1.3 us): far from the bandwidth (0.97 TB/s of 3.0), each program's steps in series.
+TILE_STEP_SECONDS = 1.1e-6
 # A chunked scan's last program, after its fold: publish its aggregate, poll its group's status
 # words, then one acquire pass and one load of their values, each a dependent round trip.
 CHUNKED_TAIL_ROUND_TRIPS = 3
@@ -96,6 +107,7 @@ class Launch:
     # second read where its chunks in flight fit, and its look-back over published states.
     l2_bytes: float = 0.0
     reread_bytes: float = 0.0   # a chunked scan's second read, all of it (in l2_bytes or DRAM)
+    steps: int = 1   # tiles each program loads one after another (TILE_STEP_SECONDS each)
 
 
 @dataclass(frozen=True)
@@ -144,7 +156,8 @@ def _chunked(problem: Problem, config: dict, device: Device, chains: int, read: 
     axis, lanes, warps = config["block_axis"], config["block_inner"], config["num_warps"]
     tiles = -(-problem.axis_len // axis)             # per chain
     chunks = -(-tiles // config["chunk_tiles"])      # per chain
-    launch = Launch("scan_chunked", axis * lanes, warps, chains * chunks, read + written)
+    launch = Launch("scan_chunked", axis * lanes, warps, chains * chunks, read + written,
+                    steps=min(tiles, config["chunk_tiles"]))
     if chunks == 1:   # one program per chain: one read, nothing published or waited for
         return launch
     window = config["window"]
@@ -159,6 +172,7 @@ def _chunked(problem: Problem, config: dict, device: Device, chains: int, read: 
     missed = max(0.0, in_flight - budget) / in_flight
     return replace(launch, bytes_moved=read + written + published + missed * read,
                    l2_bytes=(1.0 - missed) * read + looked_back, reread_bytes=read,
+                   steps=2 * launch.steps,
                    serial_tiles=-(-chunks // window),
                    tail_seconds=CHUNKED_TAIL_ROUND_TRIPS * FOLD_ROUND_TRIP_SECONDS)
 
@@ -177,20 +191,25 @@ def _launches(problem: Problem, config: dict, device: Device) -> list[Launch]:
                            serial_tiles=-(-problem.axis_len // axis))]
         if config["regime"] == "chunked":
             return [_chunked(problem, config, device, chains, read, written)]
-        return [Launch("scan_tiled", axis * lanes, warps, chains, read + written)]
+        return [Launch("scan_tiled", axis * lanes, warps, chains, read + written,
+                       steps=-(-problem.axis_len // axis))]
     written = problem.outputs * problem.out_bytes
     splits = config["splits"]
     if splits == 1:
-        return [Launch("reduce", axis * lanes, warps, chains, read + written)]
+        return [Launch("reduce", axis * lanes, warps, chains, read + written,
+                       steps=-(-problem.axis_len // axis))]
+    split_steps = -(-problem.axis_len // (splits * axis))
     partials = problem.state_bytes * problem.outputs * splits
     fold = config["block_split"] * lanes
     if config.get("one_launch", True):
         round_trips = 1 + -(-splits // config["block_split"])
         return [Launch("reduce_split_last", axis * lanes, warps, chains * splits,
                        read + 2 * partials + written,
-                       tail_seconds=round_trips * FOLD_ROUND_TRIP_SECONDS)]
-    return [Launch("reduce_split", axis * lanes, warps, chains * splits, read + partials),
-            Launch("reduce_partials", fold, warps, chains, partials + written)]
+                       tail_seconds=round_trips * FOLD_ROUND_TRIP_SECONDS, steps=split_steps)]
+    return [Launch("reduce_split", axis * lanes, warps, chains * splits, read + partials,
+                   steps=split_steps),
+            Launch("reduce_partials", fold, warps, chains, partials + written,
+                   steps=-(-splits // config["block_split"]))]
 
 
 def programs_per_sm(device: Device, programs: int, num_warps: int,
@@ -221,8 +240,10 @@ def launch_seconds(device: Device, launch: Launch, registers: int | None,
                                                   * occupancy(device, launch, registers)))
     # Everything goes through L2: the DRAM traffic, and what is read from L2 alone.
     l2 = (launch.bytes_moved + launch.l2_bytes) / (device.l2_bandwidth_bytes_per_s * busy)
-    return (max(dram, l2, launch.serial_tiles * LOOKBACK_TILE_SECONDS) + launch.tail_seconds
-            + device.launch_overhead_s)
+    resident = device.sms * programs_per_sm(device, launch.programs, launch.num_warps, registers)
+    stepping = -(-launch.programs // resident) * launch.steps * TILE_STEP_SECONDS
+    return (max(dram, l2, stepping, launch.serial_tiles * LOOKBACK_TILE_SECONDS)
+            + launch.tail_seconds + device.launch_overhead_s)
 
 
 def estimate(problem: Problem, config: dict, device: Device) -> Estimate:

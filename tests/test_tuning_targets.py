@@ -134,9 +134,9 @@ def test_model_rejects_launches_without_programs_or_with_negative_bytes():
 # ---------------------------------------------------------------------------------------------
 
 def test_h100_target_runs_the_cuda_chunked_scan_on_cpu_tensors():
-    # Four rows of 4096: the cost model takes one chunked launch (one look-back group, a single
-    # hand-over) over the look-back's chain of 8 tiles a row (cost.LOOKBACK_TILE_SECONDS each).
-    x = torch.randn(4, 4096)
+    # One row of 2**17: the cost model takes one chunked launch (two tile steps a program, one
+    # look-back group) over the look-back's chain of 32 tiles (cost.LOOKBACK_TILE_SECONDS each).
+    x = torch.randn(1, 1 << 17)
     expected = record_as_cuda(lambda: tritonml.cumulative_sum(x, 1))
     with tritonml.tuning.target("H100") as chosen:
         assert chosen is devices.H100 and tritonml.tuning.current() is devices.H100
