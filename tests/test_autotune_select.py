@@ -272,6 +272,7 @@ def spill_bytes_measured(launch, dtype, arch, op):
     """The largest spill compiled.json holds for this kernel at this many elements per thread or
     more, read from the raw entries (the oracle for compiled.usage)."""
     kernel = {"scan_tiled_kernel": "scan_tiled", "scan_lookback_kernel": "scan_lookback",
+              "scan_chunked_kernel": "scan_chunked",
               "reduce_partials_kernel": "reduce_partials"}.get(launch.name)
     if launch.name == "reduce_kernel":
         kernel = ("reduce_split_last" if launch.meta["FOLD_LAST"] else
