@@ -15,10 +15,10 @@ import torch
 
 from tritonml import _layout, _trace
 from tritonml._dtypes import ACC_TORCH_DTYPE, SUPPORTED_DTYPES
-from tritonml.ops.scan import SUM, cumulative_scan
+from tritonml.ops.scan import PRODUCT, SUM, cumulative_scan
 from tritonml._config import ReduceConfig, ScanConfig
 from tritonml_autotune import compiled, spaces
-from tritonml_autotune.heuristics import scan_config
+from tritonml_autotune.heuristics import chunk_window_most, scan_config
 from benchmarks.gpu_compile import compile_in_subprocess, describe  # noqa: F401
 
 # (regime, shape, axis): large shapes for which the CUDA heuristics pick that regime (the look-back:
@@ -148,6 +148,109 @@ def tuple_scan_launches(regimes=(*SCAN_REGIME_SHAPES,), directions=(False, True)
                                     exclusive=exclusive, arity=len(dtypes))
                 descriptions.append(desc)
     return descriptions
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunked scans (scan_chunked_kernel): the tiles the tuner's candidates choose (autotune/
+# candidates.py, ``_chunked_tiles``): along a contiguous axis one lane, the element budget of the
+# state's accumulators (1024 or 2048 rows) and the tall 4096; along a strided one 32, 64 and 128
+# lanes, as tall as the budget allows. Warps by tile size (``compiled.scan_warps``), and the
+# largest window the tile allows (``chunk_window``): the window's accumulators grow registers.
+# ---------------------------------------------------------------------------------------------
+# name: ((shape, axis), block_axis or None for the budget's, block_inner)
+CHUNKED_TILES = {
+    "chunked rows": (((4, 1 << 20), 1), None, 1),
+    "chunked rows tall": (((4, 1 << 20), 1), spaces.LOOKBACK_TALL_BLOCK_AXIS, 1),
+    "chunked columns": (((1 << 16, 64), 0), None, 64),
+    "chunked columns narrow": (((1 << 16, 64), 0), None, 32),
+    "chunked columns wide": (((1 << 16, 128), 0), None, 128),
+}
+# the dtypes that stand for each class of register use (compiled.DTYPE_CLASSES)
+CHUNKED_DTYPES = tuple(getattr(torch, name) for name in compiled.DTYPE_CLASSES)
+
+
+def chunk_window(block_inner: int, acc_bytes: int) -> int:
+    """The largest window the tuner gives a chunked tile of ``block_inner`` lanes: its
+    [window, block_inner] accumulators within one scan tile's budget, at most
+    ``spaces.CHUNKED_MAX_WINDOW``."""
+    return min(spaces.CHUNKED_MAX_WINDOW, chunk_window_most(block_inner, acc_bytes))
+
+
+def chunked_config(tile: str, acc_bytes: int) -> tuple:
+    """((shape, axis), config) of the chunked tile named ``tile`` for a state of ``acc_bytes``
+    accumulator bytes per element."""
+    (shape, axis), block_axis, block_inner = CHUNKED_TILES[tile]
+    if block_axis is None:
+        budget = spaces.GPU_SCAN.tile_budget(acc_bytes)
+        block_axis = min(spaces.GPU_SCAN.rows_max_block_axis, max(1, budget // block_inner))
+    warps = compiled.scan_warps(block_axis * block_inner)
+    return (shape, axis), ScanConfig("chunked", block_axis, block_inner, warps, chunk_tiles=16,
+                                     window=chunk_window(block_inner, acc_bytes))
+
+
+def chunked_scan_launches(tiles=("chunked rows", "chunked columns"), dtypes=CHUNKED_DTYPES,
+                          directions=(False, True), exclusives=(False, True), combine=SUM,
+                          initial=False, carry=False):
+    """Describe the chunked launch of every (tile, dtype, reverse, exclusive); ``initial``
+    (HAS_INITIAL) and ``carry`` (STORE_CARRY) as ``scan_launches``'."""
+    descriptions = []
+    for tile, dtype, reverse, exclusive in itertools.product(tiles, dtypes, directions,
+                                                             exclusives):
+        (shape, axis), config = chunked_config(tile, ACC_TORCH_DTYPE[dtype].itemsize)
+        x = torch.empty(shape, dtype=dtype)  # never touched: the launch is only recorded
+        init = torch.empty(shape[:axis] + shape[axis + 1:], dtype=dtype) if initial else None
+        with _trace.record(execute=False) as rec:
+            cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive, initial=init,
+                            config=config, return_carry=carry)
+        (launch,) = rec.launches
+        desc = describe(launch)
+        desc["case"] = dict(regime=tile, dtype=str(dtype).replace("torch.", ""), reverse=reverse,
+                            exclusive=exclusive, combine=combine.name, initial=initial,
+                            carry=carry, contiguous=config.block_inner == 1,
+                            commutative=launch.meta["COMMUTATIVE"])
+        descriptions.append(desc)
+    return descriptions
+
+
+def chunked_tuple_launches(tiles=("chunked rows", "chunked columns narrow"),
+                           directions=(False, True)):
+    """Every tuple state of ``TUPLE_SCAN_STATES`` in chunks, inclusive (and exclusive where an
+    identity is given), in the tile the state's budget allows."""
+    from tritonml.ops.scan import associative_scan_states
+
+    descriptions = []
+    for (name, combine, dtypes, identity), tile, reverse in itertools.product(
+            TUPLE_SCAN_STATES, tiles, directions):
+        acc_bytes = sum(ACC_TORCH_DTYPE[d].itemsize for d in dtypes)
+        (shape, axis), config = chunked_config(tile, acc_bytes)
+        xs = tuple(torch.empty(shape, dtype=dtype) for dtype in dtypes)
+        for exclusive in ((False, True) if identity is not None else (False,)):
+            with _trace.record(execute=False) as rec:
+                associative_scan_states(combine, xs, axis, reverse=reverse, exclusive=exclusive,
+                                        identity=identity, config=config)
+            (launch,) = rec.launches
+            desc = describe(launch)
+            desc["case"] = dict(state=name, regime=tile, reverse=reverse, exclusive=exclusive,
+                                arity=len(dtypes), dtype="float32",
+                                contiguous=config.block_inner == 1,
+                                commutative=launch.meta["COMMUTATIVE"])
+            descriptions.append(desc)
+    return descriptions
+
+
+def all_chunked_launches():
+    """Every chunked specialization tests/test_gpu_compile.py compiles: sum in every dtype class,
+    both directions, inclusive and exclusive, for a row and a column tile; the other tiles
+    forward inclusive and reverse exclusive; initial= with return_carry=True; products; tuple
+    states."""
+    other_tiles = ("chunked rows tall", "chunked columns narrow", "chunked columns wide")
+    return (chunked_scan_launches()
+            + chunked_scan_launches(other_tiles, directions=(False,), exclusives=(False,))
+            + chunked_scan_launches(other_tiles, directions=(True,), exclusives=(True,))
+            + chunked_scan_launches(dtypes=INITIAL_DTYPES, exclusives=(False,), initial=True,
+                                    carry=True)
+            + chunked_scan_launches(directions=(False,), exclusives=(False,), combine=PRODUCT)
+            + chunked_tuple_launches())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -158,6 +158,86 @@ def test_scan_reads_input_once_and_writes_output_once(shape, axis, config, dtype
 
 
 # ---------------------------------------------------------------------------------------------
+# The chunked scan: the input read twice, by design
+# ---------------------------------------------------------------------------------------------
+def chunked_workspace_bytes(chains: int, chunks: int, window: int, block_inner: int,
+                            acc_bytes: int) -> dict:
+    """The workspace traffic of one chunked launch (tritonml/kernels/scan.py,
+    ``scan_chunked_kernel``) of a one-component state, by kind, when every program finds its
+    predecessors published at its first poll (the interpreter runs programs one after another).
+
+    Per chain of ``chunks`` chunks (only if more than one): every chunk but the last publishes one
+    vector of ``block_inner`` accumulators and releases its int32 status word (an atomic
+    exchange); chunk j then waits for the n_j chunks before it in its group of ``window`` plus the
+    previous group's last, n_j = j - g + (g > 0) with g = window * (j // window): one poll and one
+    acquire pass over n_j status words and one load of their n_j vectors. Every program draws an
+    int64 ticket (an atomic add) and the last one moves the ticket word to the next epoch (an
+    atomic exchange)."""
+    waits = sum(j - window * (j // window) + (j >= window) for j in range(chunks))
+    if chunks == 1:
+        waits = 0
+    vector = block_inner * acc_bytes
+    return {"load": chains * (4 * waits + vector * waits),
+            "store": chains * (chunks - 1) * vector,
+            "atomic": chains * (4 * waits + 4 * (chunks - 1)) + 8 * chains * chunks + 8}
+
+
+# name: (shape, axis, config, reverse, exclusive, dtypes); 8 chunks a chain, 2 groups of 4
+CHUNKED_CASES = {
+    "chunked long row": ((1, 2 ** 15), 1, ScanConfig("chunked", 1024, 1, num_warps=8,
+                                                     chunk_tiles=4, window=4),
+                         False, False, (F32, F16)),
+    "chunked long row, reverse exclusive": ((1, 2 ** 15), 1,
+                                            ScanConfig("chunked", 1024, 1, num_warps=8,
+                                                       chunk_tiles=4, window=4),
+                                            True, True, (F32,)),
+    "chunked strided": ((1024, 128), 0, ScanConfig("chunked", 32, 128, num_warps=8,
+                                                   chunk_tiles=4, window=4),
+                        False, False, (F32, F16)),
+    "chunked two chains": ((2, 2 ** 14), 1, ScanConfig("chunked", 512, 1, chunk_tiles=3,
+                                                       window=2), True, False, (F16,)),
+}
+
+
+@pytest.mark.parametrize("shape, axis, config, reverse, exclusive, dtype",
+                         _params(CHUNKED_CASES))
+def test_chunked_scan_reads_input_twice_and_writes_output_once(shape, axis, config, reverse,
+                                                               exclusive, dtype):
+    """Reduce, then scan: each chunk is read once to fold it and once more to scan it (from L2
+    on a GPU while the chunks in flight fit there: the cost model charges DRAM for one read,
+    the counter here sees both loads), the output written once. The workspaces add exactly
+    ``chunked_workspace_bytes``, within the 5% of the ideal (input + output bytes) that the
+    one-pass regimes' bound allows."""
+    x = (torch.rand(shape, dtype=torch.float64) * 2.0 ** -6).to(dtype)
+    out = torch.empty_like(x)
+    with trace_memory({"input": x, "output": out}) as trace:
+        cumulative_scan(x, axis, SUM, reverse=reverse, exclusive=exclusive, out=out,
+                        config=config)
+
+    data = dense_bytes(shape, dtype)
+    assert trace.by_region("input")["load"] == 2 * data
+    assert trace.distinct_bytes("input", "load") == data
+    assert trace.by_region("output")["store"] == data == trace.distinct_bytes("output", "store")
+    assert trace.by_region("input")["store"] == trace.by_region("output")["load"] == 0
+    chains = -(-(math.prod(shape) // shape[axis]) // config.block_inner)   # one dim besides
+    chunks = -(-(-(-shape[axis] // config.block_axis)) // config.chunk_tiles)
+    acc_bytes = 8 if dtype == F32 else 4
+    workspace = chunked_workspace_bytes(chains, chunks, config.window, config.block_inner,
+                                        acc_bytes)
+    assert trace.by_region("other") == workspace
+    assert trace.total_bytes == 3 * data + sum(workspace.values())
+    assert sum(workspace.values()) <= (BYTES_BOUND - 1) * 2 * data
+    assert [k.name for k in trace.kernels] == ["scan_chunked_kernel"]
+    assert trace.kernels[0].grid == (chains * chunks,) and trace.torch_work == []
+    expected = torch.cumsum(x.double().flip(axis) if reverse else x.double(), axis)
+    if exclusive:
+        expected = expected - (x.double().flip(axis) if reverse else x.double())
+    expected = (expected.flip(axis) if reverse else expected).to(dtype)
+    torch.testing.assert_close(out, expected, rtol=TOLERANCES[dtype].rtol,
+                               atol=TOLERANCES[dtype].rtol * 2.0 ** -6)
+
+
+# ---------------------------------------------------------------------------------------------
 # Reductions
 # ---------------------------------------------------------------------------------------------
 # Launches expected: one kernel, or two for a "split" that folds its partials in a second launch.

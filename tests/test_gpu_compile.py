@@ -5,7 +5,10 @@ contiguous float32 data, no spills.
 One subprocess per core runs compiled Triton (``benchmarks/gpu_compile.py``); the cases come from
 tests/gpu_compile_cases.py: regime (rows, columns, look-back, the tuner's taller look-back tile) x
 dtype x direction x exclusive = 192 launches per arch, plus the ``initial=`` carry-in's
-(HAS_INITIAL) launches for float32 and int32 in every regime (32 per arch).
+(HAS_INITIAL) launches for float32 and int32 in every regime (32 per arch). The chunked regime's
+tiles (the tuner's, ``gpu_compile_cases.CHUNKED_TILES``) are compiled apart: sums in every dtype
+class, both directions, inclusive and exclusive, initial and carry, products and tuple states
+(108 launches per arch).
 """
 from __future__ import annotations
 
@@ -16,8 +19,8 @@ import time
 import pytest
 
 from benchmarks.gpu_compile import compile_in_subprocess, run_workers
-from gpu_compile_cases import (INITIAL_DTYPES, carry_scan_launches, initial_scan_launches,
-                               scan_launches)
+from gpu_compile_cases import (CHUNKED_DTYPES, INITIAL_DTYPES, all_chunked_launches,
+                               carry_scan_launches, initial_scan_launches, scan_launches)
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +72,98 @@ def test_aligned_contiguous_float32_accesses_are_128_bit_vectors(compiled_scans)
         assert r["max_store_bits"] == 128, (case, r["arch"])
         if not (case["exclusive"] and case["regime"] in ("rows", "lookback", "lookback tall")):
             assert r["max_load_bits"] == 128, (case, r["arch"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The chunked scan (scan_chunked_kernel): its tiles, windows and specializations
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def compiled_chunked():
+    tests = os.path.dirname(os.path.abspath(__file__))
+    # The compiling process imports this folder's gpu_compile_cases to find the tuple combines.
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (tests, saved) if p)
+    try:
+        return compile_in_subprocess(all_chunked_launches(), archs=(80, 90))
+    finally:
+        if saved is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+def test_every_chunked_specialization_compiles_for_sm80_and_sm90(compiled_chunked):
+    failures = [(r["case"], r["arch"], r.get("error")) for r in compiled_chunked if not r["ok"]]
+    assert not failures, failures[:5]
+    assert {r["kernel"] for r in compiled_chunked} == {"scan_chunked_kernel"}
+    sums = {(c["regime"], c["dtype"], c["reverse"], c["exclusive"], r["arch"])
+            for r in compiled_chunked for c in [r["case"]]
+            if c.get("combine") == "sum" and c["regime"] in ("chunked rows", "chunked columns")
+            and not c["initial"]}
+    assert len(sums) == 2 * len(CHUNKED_DTYPES) * 2 * 2 * 2
+    carries = [r for r in compiled_chunked if r["case"].get("carry")]
+    assert len(carries) == 2 * len(INITIAL_DTYPES) * 2 * 2
+    assert {r["case"]["state"] for r in compiled_chunked if "state" in r["case"]} == {
+        "linear float32", "linear float32 flagged", "matrix float32"}
+    # the built-in sum and product fold element by element, a user's combine tile by tile
+    assert {r["case"]["commutative"] for r in compiled_chunked if "state" in r["case"]} == {False}
+    assert {r["case"]["commutative"] for r in compiled_chunked if "combine" in r["case"]} == {True}
+
+
+# What ptxas may keep in a chunked specialization's stack frame: 3 of the 216 compiles park one
+# to four 32-bit values there across the loops at 72-128 registers (sm_90: linear float32
+# flagged, reverse, 16 bytes; the 4x4 matrix state, exclusive, and a float32 column tile with
+# initial and carry, 8 bytes each), touched only outside every loop. Register pressure would show
+# as more registers, local memory, or frame accesses inside the streaming loops.
+MAX_CHUNKED_STACK_BYTES = 16
+
+
+def test_chunked_scans_do_not_spill(compiled_chunked):
+    spilling = [(r["case"], r["arch"], r.get("registers"), r.get("stack_bytes"),
+                 r.get("local_bytes"), r.get("local_accesses_in_loops"))
+                for r in compiled_chunked
+                if r.get("local_bytes", 0) or r["local_accesses_in_loops"]
+                or r.get("stack_bytes", 0) > MAX_CHUNKED_STACK_BYTES]
+    assert not spilling, spilling[:5]
+    assert max(r["registers"] for r in compiled_chunked) < 255
+
+
+def test_chunked_streaming_loops_move_128_bit_vectors(compiled_chunked):
+    """Aligned float32 and float16 data: the fold's loads (the first read, ``evict_last``) and the
+    stores are 128-bit vectors in every tile; so are the second read's loads (``evict_first``)
+    except for exclusive scans along a contiguous axis, whose window is shifted by one element
+    (docs/scan.md). A 4-component float32 state's tile gives each thread 2 elements: 64 bits."""
+    checked = 0
+    for r in compiled_chunked:
+        case = r["case"]
+        if case["dtype"] not in ("float32", "float16"):
+            continue
+        widest = 64 if case.get("arity") == 4 else 128
+        loads = r["load_bits_by_eviction"]
+        assert r["max_store_bits"] == widest, (case, r["arch"])
+        assert loads["evict_last"] == widest, (case, r["arch"], loads)
+        if not (case["exclusive"] and case["contiguous"]):
+            assert loads["evict_first"] == widest, (case, r["arch"], loads)
+        checked += 1
+    assert checked >= 100
+
+
+def test_the_ptx_reader_sees_loads_with_eviction_hints():
+    from types import SimpleNamespace
+
+    from tritonml.bench.gpu_compile import summarize
+
+    ptx = "\n".join([
+        "@%p6 ld.global.L1::evict_last.L2::cache_hint.v4.b32 { %r65, %r66, %r67, %r68 }, "
+        "[ %rd22 + 0 ], %rd23;",
+        "@%p44 ld.global.L1::evict_first.L2::cache_hint.v2.b32 { %r6, %r7 }, [ %rd4 + 0 ], %rd9;",
+        "@%p31 ld.global.cg.b64 { %rd275 }, [ %rd276 + 0 ];",
+        "@%p3 st.global.v4.b32 [ %rd17 + 0 ], { %r65, %r66, %r67, %r68 };"])
+    compiled = SimpleNamespace(asm={"ptx": ptx, "cubin": b""},
+                               metadata=SimpleNamespace(num_warps=4, shared=0))
+    summary = summarize(compiled)
+    assert summary["max_load_bits"] == 128 and summary["max_store_bits"] == 128
+    assert summary["load_bits_by_eviction"] == {"evict_last": 128, "evict_first": 64, "none": 64}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -138,6 +233,20 @@ def test_loads_in_flight_counts_the_loads_issued_before_one_is_read():
     chase = ["LDG.E.64 R8, desc[UR4][R4.64]", "LDG.E R10, desc[UR4][R8.64]",
              "FADD R1, R10, R1", "@P0 BRA 0x0"]
     assert loads_in_flight(_sass(chase)) == 1
+
+
+def test_local_accesses_in_loops_counts_only_those_inside_a_loop():
+    from tritonml.bench.gpu_compile import local_accesses_in_loops
+
+    parked = ["STL [R1], R0",                            # before the loop: parked
+              "LDG.E R2, desc[UR4][R4.64]",              # 0x10: the loop starts here
+              "LDL R3, [R1]",                            # inside: counted
+              "@P0 BRA 0x10",
+              "LDL R5, [R1]",                            # after: not counted
+              "EXIT"]
+    assert local_accesses_in_loops(_sass(parked)) == 1
+    assert local_accesses_in_loops(_sass(parked[:2] + parked[3:])) == 0
+    assert local_accesses_in_loops(_sass(LOOP_TWO_THEN_ONE)) == 0
 
 
 def test_loads_in_flight_of_a_compiled_reduction_is_read_for_sm90():

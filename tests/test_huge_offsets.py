@@ -45,7 +45,7 @@ VIEWS = [
 ]
 
 SCAN_CONFIGS = [ScanConfig("rows", 2, 2), ScanConfig("columns", 2, 4),
-                ScanConfig("lookback", 2, 2)]
+                ScanConfig("lookback", 2, 2), ScanConfig("chunked", 2, 2, window=2)]
 
 
 @pytest.mark.parametrize("name,shape,strides", VIEWS, ids=[v[0] for v in VIEWS])

@@ -123,3 +123,45 @@ def test_threads_launching_at_once_share_the_workspace_safely():
         results = list(pool.map(lambda x: cumulative_scan(x, 1, SUM, config=LOOKBACK), inputs))
     for x, got in zip(inputs, results):
         np.testing.assert_allclose(got.double().numpy(), scan_oracle(x, 1), rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# The chunked scan: the look-back's status words, one per chunk
+# ---------------------------------------------------------------------------------------------
+CHUNKED = ScanConfig("chunked", 16, 1, chunk_tiles=3, window=2)
+
+
+def check_chunked_scan(x, axis=1):
+    got = cumulative_scan(x, axis, SUM, config=CHUNKED)
+    np.testing.assert_allclose(got.double().numpy(), scan_oracle(x, axis), rtol=1e-5, atol=1e-5)
+
+
+def test_chunked_and_look_back_scans_share_one_workspace_in_turn():
+    # Both kinds tag their status words with the epoch: a chunk must never read a word an earlier
+    # launch (of either kernel, longer or shorter) left as published. The first launch needs the
+    # most words, so the workspace is never replaced.
+    generator = torch.Generator().manual_seed(4)
+    launches = 0
+    for shape in ((4, 600), (1, 100), (3, 350), (2, 700), (1, 64), (2, 700)):
+        check_chunked_scan(torch.randn(shape, generator=generator))
+        check_scan(torch.randn(shape[::-1], generator=generator).t().contiguous())
+        launches += 2
+    assert len(_resident._workspaces) == 1
+    assert ticket_word() == launches << 32
+
+
+def test_chunked_scan_makes_no_memset_launch_once_its_workspace_exists():
+    x = torch.randn(2, 1000)
+    check_chunked_scan(x)
+    with trace_memory() as trace, _trace.record() as rec:
+        cumulative_scan(x, 1, SUM, config=CHUNKED)
+    assert [launch.name for launch in rec.launches] == ["scan_chunked_kernel"]
+    assert trace.torch_work == [] and trace.launches == 1
+
+
+def test_chunked_workspace_grows_for_more_chunks():
+    check_chunked_scan(torch.randn(1, 200))   # 5 chunks: the smallest workspace, 64 words
+    small = next(iter(_resident._workspaces.values()))[0]
+    check_chunked_scan(torch.randn(2, 2000))  # 2 x 42 chunks
+    large = next(iter(_resident._workspaces.values()))[0]
+    assert large.numel() > small.numel() and large.numel() >= 2 + 2 * 42

@@ -1,6 +1,9 @@
 """Regenerate autotune/tables/compiled.json: registers and spills of the kernels, per tile, for sm_80 and sm_90.
 
     python autotune/scripts/compile_facts.py            (from the repository root; no GPU needed)
+    python autotune/scripts/compile_facts.py --only scan_chunked
+                                                        (that kernel's entries only; the others'
+                                                         are kept as the file has them)
 
 The cost model (``tritonml_autotune.compiled``) reads the JSON instead of compiling at run time:
 compiling one launch takes ptxas about a second, too slow for a config choice. Each entry is one
@@ -14,6 +17,7 @@ import dataclasses
 import itertools
 import json
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +28,7 @@ import torch  # noqa: E402
 import tritonml  # noqa: E402,F401  (first: chooses interpreted Triton, so recording runs nothing)
 from tritonml import _trace  # noqa: E402
 from tritonml._config import ReduceConfig, ScanConfig  # noqa: E402
+from tritonml._dtypes import ACC_TORCH_DTYPE  # noqa: E402
 from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes  # noqa: E402
 from tritonml.ops.scan import SUM, cumulative_scan  # noqa: E402
 from tritonml_autotune import compiled, spaces  # noqa: E402
@@ -40,19 +45,23 @@ REDUCE_ELEMENTS = (1024, 2048, 4096)
 LANES = (1, 8, 16, 32, 128)
 # The reduce functions that stand for each state class (compiled.STATE_CLASS).
 REDUCE_FUNCTIONS = {"value": "SUM", "value+index": "ARGMAX"}
+# The chunked scan's tiles are the ones the tuner's candidates choose (autotune/candidates.py):
+# along a contiguous axis one lane, rows up to the accumulators' element budget
+# (``spaces.GPU_SCAN``) and the tall 4096; along a strided one these lanes, as tall as the budget
+# allows. (A tile the tuner never chooses would only blur the table, which keeps the worst entry
+# per elements per thread.)
+CHUNKED_ROWS = (1024, 2048, 4096)
+CHUNKED_LANES = (32, 64, 128)
+CHUNKED_ELEMENTS = (1024, 2048, 4096)
 
 
 def _scan_launches(dtype, elements, lanes):
     x = torch.empty(256, 8192, dtype=dtype)
     block_axis = elements // lanes
     warps = compiled.scan_warps(elements)
-    # The chunked kernel scans [window, lanes] published states: measured at the widest window
-    # the candidates give these lanes (float64 accumulators' budget, heuristics.chunk_window_most).
-    window = max(2, min(spaces.CHUNKED_MAX_WINDOW, chunk_window_most(lanes, 8)))
     for kernel, regime, axis in (("scan_tiled", "rows" if lanes == 1 else "columns", 1 if lanes == 1 else 0),
-                                 ("scan_lookback", "lookback", 1 if lanes == 1 else 0),
-                                 ("scan_chunked", "chunked", 1 if lanes == 1 else 0)):
-        config = ScanConfig(regime, block_axis, lanes, warps, chunk_tiles=2, window=window)
+                                 ("scan_lookback", "lookback", 1 if lanes == 1 else 0)):
+        config = ScanConfig(regime, block_axis, lanes, warps)
         with _trace.record(execute=False) as rec:
             cumulative_scan(x, axis, SUM, config=config)
         yield kernel, "value", rec.launches[-1]
@@ -81,28 +90,81 @@ def _reduce_launches(dtype, elements, lanes):
         yield "reduce_split_last", state, split_folding
 
 
-def launches():
-    """(input dtype class, kernel, state class, launch) for every measured tile."""
+def chunk_window(block_inner: int, acc_bytes: int) -> int:
+    """The largest window the tuner gives a chunked tile of ``block_inner`` lanes: the
+    [window, block_inner] accumulators a program scans within one scan tile's budget
+    (``heuristics.chunk_window_most``), at most ``spaces.CHUNKED_MAX_WINDOW``. The window's
+    registers are the ones a chunked tile adds to the one-pass tile's, so the facts hold for the
+    largest."""
+    return min(spaces.CHUNKED_MAX_WINDOW, chunk_window_most(block_inner, acc_bytes))
+
+
+def _chunked_tiles(acc_bytes: int):
+    """(block_axis, block_inner) of every chunked tile the tuner may choose for this
+    accumulator size."""
+    budget = spaces.GPU_SCAN.tile_budget(acc_bytes)
+    for rows in CHUNKED_ROWS:
+        if rows <= budget or rows == spaces.LOOKBACK_TALL_BLOCK_AXIS:
+            yield rows, 1
+    for lanes, elements in itertools.product(CHUNKED_LANES, CHUNKED_ELEMENTS):
+        if elements <= max(budget, CHUNKED_ELEMENTS[0]):
+            yield elements // lanes, lanes
+
+
+def _chunked_launches(dtype):
+    acc_bytes = ACC_TORCH_DTYPE[dtype].itemsize
+    for block_axis, lanes in _chunked_tiles(acc_bytes):
+        x = torch.empty(256, 8192, dtype=dtype)
+        axis = 1 if lanes == 1 else 0
+        config = ScanConfig("chunked", block_axis, lanes, compiled.scan_warps(block_axis * lanes),
+                            chunk_tiles=4, window=chunk_window(lanes, acc_bytes))
+        with _trace.record(execute=False) as rec:
+            cumulative_scan(x, axis, SUM, config=config)
+        yield "scan_chunked", "value", rec.launches[-1]
+
+
+def launches(kernels=None):
+    """(input dtype class, kernel, state class, launch) for every measured tile (of ``kernels``
+    only, when given)."""
     for rep in compiled.DTYPE_CLASSES:
         dtype = getattr(torch, rep)
+        measured = []
         for elements, lanes in itertools.product(SCAN_ELEMENTS, LANES):
-            for launch in _scan_launches(dtype, elements, lanes):
-                yield (rep, *launch)
+            measured.extend(_scan_launches(dtype, elements, lanes))
         for elements, lanes in itertools.product(REDUCE_ELEMENTS, LANES):
-            for launch in _reduce_launches(dtype, elements, lanes):
+            measured.extend(_reduce_launches(dtype, elements, lanes))
+        measured.extend(_chunked_launches(dtype))
+        for launch in measured:
+            if kernels is None or launch[0] in kernels:
                 yield (rep, *launch)
 
 
-def main() -> None:
+def _case(kernel, state, dtype, launch) -> dict:
+    meta = launch.meta
+    tile = ((meta["BLOCK_SPLIT"], meta["BLOCK_INNER"]) if kernel == "reduce_partials"
+            else (meta["BLOCK_AXIS"], meta["BLOCK_INNER"]))
+    case = dict(kernel=kernel, state=state, dtype=dtype, block_axis=tile[0],
+                block_inner=tile[1], num_warps=meta["num_warps"])
+    if "WINDOW" in meta:
+        case["window"] = meta["WINDOW"]
+    return case
+
+
+def main(argv=None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated kernels to measure (e.g. scan_chunked); "
+                                       "the file's entries of every other kernel are kept")
+    args = parser.parse_args(argv)
+    kernels = set(args.only.split(",")) if args.only else None
     descriptions, cases = [], []
-    for dtype, kernel, state, launch in launches():
-        meta = launch.meta
-        tile = ((meta["BLOCK_SPLIT"], meta["BLOCK_INNER"]) if kernel == "reduce_partials"
-                else (meta["BLOCK_AXIS"], meta["BLOCK_INNER"]))
-        cases.append(dict(kernel=kernel, state=state, dtype=dtype,
-                          block_axis=tile[0], block_inner=tile[1], num_warps=meta["num_warps"]))
+    for dtype, kernel, state, launch in launches(kernels):
+        cases.append(_case(kernel, state, dtype, launch))
         descriptions.append(describe(launch))
+    start = time.monotonic()
     results = compile_in_subprocess(descriptions, archs=ARCHS)
+    print(f"compiled {len(results)} specializations in {time.monotonic() - start:.0f} s")
     entries = []
     for i, result in enumerate(results):
         if not result["ok"]:
@@ -114,6 +176,12 @@ def main() -> None:
                             spill_bytes=max(result.get("stack_bytes", 0),
                                             result.get("local_bytes", 0))))
     import triton
+    if kernels is not None:   # keep every other kernel's entries as they are, in their order
+        kept = json.loads(OUTPUT.read_text(encoding="utf-8"))
+        if kept["triton"] != triton.__version__:
+            print(f"note: the kept entries were measured with triton {kept['triton']}, these "
+                  f"with {triton.__version__}")
+        entries = [e for e in kept["entries"] if e["kernel"] not in kernels] + entries
     data = {"schema": compiled.SCHEMA_VERSION, "triton": triton.__version__,
             "generator": "autotune/scripts/compile_facts.py", "entries": entries}
     OUTPUT.write_text(json.dumps(data, indent=0, sort_keys=True) + "\n", encoding="utf-8")

@@ -121,9 +121,10 @@ def compile_description(desc: dict, arch: int):
                    options=options.__dict__)
 
 
-# Qualifiers between ".global" and the vector width include cache hints such as
-# ".L1::evict_last.L2::cache_hint" (loads with an eviction policy).
-_ACCESS = re.compile(r"\b(ld|st)\.global(?:\.[A-Za-z0-9_:]+)*?(?:\.v(\d))?\.(b|f|u|s)(\d+)\b")
+# "ld.global.L1::evict_last.L2::cache_hint.v4.b32": qualifiers (cache and eviction hints, which
+# the kernels ask for with ``eviction_policy``), then the vector width and the element type.
+_ACCESS = re.compile(r"\b(ld|st)\.global((?:\.[A-Za-z0-9_:]+)*?)(?:\.v(\d))?\.(b|f|u|s)(\d+)\b")
+_EVICTION = re.compile(r"\.L1::(evict_\w+)")
 
 
 def _cuobjdump(cubin: bytes, flag: str) -> str | None:
@@ -176,12 +177,30 @@ def loads_in_flight(sass: str) -> int:
     return best[1]
 
 
+def local_accesses_in_loops(sass: str) -> int:
+    """Local-memory loads and stores (``LDL``/``STL``: what ptxas keeps in the stack frame) inside
+    any loop (from a backward branch's target to the branch). A value parked in the frame across
+    a loop costs a few accesses per program; one spilled inside a streaming loop, some per tile."""
+    instructions = [(int(m.group(1), 16), m.group(2), m.group(3))
+                    for m in map(_SASS_INSTRUCTION.search, sass.splitlines()) if m]
+    loops = []
+    for address, opcode, operands in instructions:
+        target = re.search(r"0x([0-9a-f]+)", operands) if opcode.startswith("BRA") else None
+        if target is not None and int(target.group(1), 16) < address:
+            loops.append((int(target.group(1), 16), address))
+    return sum(1 for address, opcode, _ in instructions if opcode.startswith(("LDL", "STL"))
+               and any(start <= address <= end for start, end in loops))
+
+
 def _resource_usage(cubin: bytes) -> dict:
-    """Registers and spill bytes from the cubin, and the busiest loop's loads in flight."""
+    """Registers and spill bytes from the cubin, the busiest loop's loads in flight and the
+    local-memory accesses inside loops."""
     text = _cuobjdump(cubin, "-res-usage")
     if text is None:
         return {}
-    usage = {"loads_in_flight": loads_in_flight(_cuobjdump(cubin, "-sass") or "")}
+    sass = _cuobjdump(cubin, "-sass") or ""
+    usage = {"loads_in_flight": loads_in_flight(sass),
+             "local_accesses_in_loops": local_accesses_in_loops(sass)}
     if m := re.search(r"REG:(\d+)", text):
         usage["registers"] = int(m.group(1))
     if m := re.search(r"STACK:(\d+)", text):
@@ -192,14 +211,22 @@ def _resource_usage(cubin: bytes) -> dict:
 
 
 def summarize(compiled) -> dict:
-    """Widest vector access (bits) of global loads and stores, registers, spills, and the loads
-    one warp keeps in flight in the busiest loop (``loads_in_flight``)."""
+    """Widest vector access (bits) of global loads and stores (and of loads per L1 eviction
+    policy: the chunked scan's first read asks ``evict_last``, its second ``evict_first``),
+    registers, spills, and the loads one warp keeps in flight in the busiest loop
+    (``loads_in_flight``)."""
     widths = {"ld": [], "st": []}
+    by_eviction = {}   # the widest load per L1 eviction policy ("none": no policy asked)
     for m in _ACCESS.finditer(compiled.asm["ptx"]):
-        op, vec, _, bits = m.group(1), m.group(2), m.group(3), int(m.group(4))
+        op, qualifiers, vec, bits = m.group(1), m.group(2), m.group(3), int(m.group(5))
         widths[op].append(int(vec or 1) * bits)
+        if op == "ld":
+            policy = _EVICTION.search(qualifiers)
+            key = policy.group(1) if policy else "none"
+            by_eviction[key] = max(by_eviction.get(key, 0), int(vec or 1) * bits)
     summary = {"max_load_bits": max(widths["ld"], default=0),
                "max_store_bits": max(widths["st"], default=0),
+               "load_bits_by_eviction": by_eviction,
                "num_warps": compiled.metadata.num_warps,
                "shared_bytes": compiled.metadata.shared}
     summary.update(_resource_usage(compiled.asm["cubin"]))
