@@ -562,9 +562,14 @@ def scan_chunked_kernel(
                                out_inner_strides, INDEX_64, BLOCK_INNER)
     chain_first_slot = ticket - chunk
     in_group = chunk % WINDOW   # the last of its group publishes a prefix, the others aggregates
-    tally = _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
-                         init_outer_strides, IDENTITY, ACC_DTYPE, FLAGGED, HAS_INITIAL,
-                         NEGATE_INIT, INDEX_64, BLOCK_INNER)
+    # Only the first group starts from the initial; later ones from the previous group's prefix,
+    # which includes it.
+    if chunk < WINDOW:
+        tally = _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
+                             init_outer_strides, IDENTITY, ACC_DTYPE, FLAGGED, HAS_INITIAL,
+                             NEGATE_INIT, INDEX_64, BLOCK_INNER)
+    else:
+        tally = _empty_state(init_ptrs, IDENTITY, ACC_DTYPE, FLAGGED, 1, BLOCK_INNER)
     if n_chunks > 1:
         aggregate = _fold_chunk(x_ptrs, x_offs, inner_mask, first_step, end_step, n_tiles,
                                 axis_len, x_axis_strides, COMBINE, SCAN_COMBINE, IDENTITY,
@@ -575,9 +580,9 @@ def scan_chunked_kernel(
                      epoch_base + STATE_AGGREGATE, BLOCK_INNER)
         before = _window_fold(published_ptrs, status_ptr, chain_first_slot, chunk, epoch_base,
                               SCAN_COMBINE, IDENTITY, ACC_DTYPE, FLAGGED, WINDOW, BLOCK_INNER)
-        if chunk < WINDOW:   # the first group starts from the initial
+        if chunk < WINDOW:
             tally = COMBINE(tally, before)
-        else:                # later ones from the previous group's prefix, which includes it
+        else:
             tally = before
         if (in_group == WINDOW - 1) & (chunk != n_chunks - 1):
             _publish(published_ptrs, status_ptr, ticket, COMBINE(tally, aggregate),
