@@ -68,8 +68,8 @@ LOOKBACK_TALL_BLOCK_AXIS = 4096
 # Warps: 8 for tiles above this many elements, else 4.
 GPU_EIGHT_WARPS_ABOVE = 2048
 
-# The chunked regime (tritonml/kernels/scan.py, scan_chunked_kernel: reduce, then scan, each chunk
-# of tiles read twice). Few independent scans (fewer than two programs per SM) along an axis of at
+# The chunked regime (tritonml/kernels/scan_chunked.py, scan_chunked_kernel: reduce, then scan,
+# each chunk of tiles read twice). Few independent scans (fewer than two programs per SM) along an axis of at
 # least this many of the one-pass tile take it on a GPU, as they took the look-back before.
 CHUNKED_MIN_TILES = 4
 # The share of the L2 cache the chunks in flight (resident programs x a chunk's input bytes) may

@@ -1,5 +1,5 @@
-"""The "chunked" scan regime (tritonml/kernels/scan.py, ``scan_chunked_kernel``): reduce, then scan,
-in chunks of tiles, with one windowed look-back per group of chunks.
+"""The "chunked" scan regime (tritonml/kernels/scan_chunked.py, ``scan_chunked_kernel``): reduce,
+then scan, in chunks of tiles, with one windowed look-back per group of chunks.
 
 Every result is compared with an independent oracle: numpy in float64 or exact integers
 (tests/scan_oracle.py), or sequential Python loops over the recurrence (test_associative_scan.py's

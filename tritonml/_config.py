@@ -41,7 +41,7 @@ class ScanConfig:
     prefix_every: look-back only; 1 in production, > 1 forces long look-backs in tests.
     chunk_tiles: "chunked" only: tiles per chunk (any int >= 1).
     window: "chunked" only: chunks per look-back group, a power of two from 2 to
-        ``MAX_SCAN_WINDOW`` (tritonml/kernels/scan.py, ``scan_chunked_kernel``).
+        ``MAX_SCAN_WINDOW`` (tritonml/kernels/scan_chunked.py, ``scan_chunked_kernel``).
     """
     regime: str
     block_axis: int

@@ -30,7 +30,8 @@ from tritonml import _triton_compat
 from tritonml._dtypes import DTYPE_BY_NAME
 
 
-KERNEL_MODULES = ("tritonml.kernels.scan", "tritonml.kernels.reduce")
+KERNEL_MODULES = ("tritonml.kernels.scan", "tritonml.kernels.scan_chunked",
+                  "tritonml.kernels.reduce")
 COMBINE_MODULE = "tritonml.kernels.combine"
 
 

@@ -26,6 +26,9 @@ never reaches the user's function's results. Published look-back vectors always 
   pass. Each program scans one tile, publishes the tile's aggregate, looks back over its
   predecessors and publishes its inclusive prefix (single-pass "decoupled look-back").
 
+A third, ``scan_chunked_kernel`` (regime "chunked", tritonml/kernels/scan_chunked.py: few long
+scans with no chain of tiles), is built from the helpers here.
+
 Both read every input element once and write every output element once. Direction is a flip of the
 tile order plus a reversed in-tile scan, so tiles stay aligned in memory in both directions.
 Exclusive results come from shifting the loaded window by one element along the traversal (see
@@ -219,6 +222,38 @@ def _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, state,
                      values.to(out_ptrs[c].dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _tile_of(step, n_tiles, REVERSE: tl.constexpr):
+    """The tile at position ``step`` of the traversal (the last tile first in reverse)."""
+    if REVERSE:
+        tile = n_tiles - 1 - step
+    else:
+        tile = step
+    return tile
+
+
+@triton.jit
+def _scan_walk(x_ptrs, x_offs, out_ptrs, out_offs, inner_mask, first_step, end_step, n_tiles,
+               carry, axis_len, x_axis_strides, out_axis_strides,
+               COMBINE: tl.constexpr, SCAN_COMBINE: tl.constexpr, IDENTITY: tl.constexpr,
+               ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr, REVERSE: tl.constexpr,
+               EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr, NEGATE_OUT: tl.constexpr,
+               STORE: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr,
+               BLOCK_INNER: tl.constexpr, EVICTION: tl.constexpr):
+    """Scan the traversal's tiles ``first_step`` to ``end_step - 1`` one after another, starting
+    from ``carry`` (the tally of everything before them), writing each output; returns the tally
+    after them."""
+    for step in range(first_step, end_step):
+        partial, total, positions, mask = _scan_tile(
+            x_ptrs, x_offs, inner_mask, _tile_of(step, n_tiles, REVERSE), axis_len,
+            x_axis_strides, COMBINE, SCAN_COMBINE, IDENTITY, ACC_DTYPE, FLAGGED, REVERSE,
+            EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS, BLOCK_INNER, EVICTION)
+        _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask,
+                     COMBINE(carry, partial), NEGATE_OUT, STORE)
+        carry = COMBINE(carry, total)
+    return carry
+
+
 # _PTR_TUPLES_WHY: PTR_TUPLES False passes each pointer argument of a one-component scan
 # (cumulative_sum/product, linear state of one tensor) as a plain tensor, not a 1-tuple. torch's
 # tracing of Triton kernels (``wrap_triton``, what torch.compile and export see on a GPU) only sees
@@ -260,18 +295,10 @@ def scan_tiled_kernel(
     carry = _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
                          init_outer_strides, IDENTITY, ACC_DTYPE, FLAGGED, HAS_INITIAL,
                          NEGATE_INIT, INDEX_64, BLOCK_INNER)
-    for step in range(0, n_tiles):
-        if REVERSE:
-            tile = n_tiles - 1 - step
-        else:
-            tile = step
-        partial, total, positions, mask = _scan_tile(
-            x_ptrs, x_offs, inner_mask, tile, axis_len, x_axis_strides, COMBINE, SCAN_COMBINE,
-            IDENTITY, ACC_DTYPE, FLAGGED, REVERSE, EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS,
-            BLOCK_INNER)
-        _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask,
-                     COMBINE(carry, partial), NEGATE_OUT, STORE)
-        carry = COMBINE(carry, total)
+    carry = _scan_walk(x_ptrs, x_offs, out_ptrs, out_offs, inner_mask, 0, n_tiles, n_tiles, carry,
+                       axis_len, x_axis_strides, out_axis_strides, COMBINE, SCAN_COMBINE,
+                       IDENTITY, ACC_DTYPE, FLAGGED, REVERSE, EXCLUSIVE, NEGATE_X, NEGATE_OUT,
+                       STORE, INDEX_64, BLOCK_AXIS, BLOCK_INNER, "")
     if STORE_CARRY:
         _store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
                      init_outer_strides, carry, INDEX_64, BLOCK_INNER)
@@ -372,10 +399,7 @@ def scan_lookback_kernel(
     n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)
     chain = ticket // n_tiles
     step = ticket % n_tiles  # position in traversal order; slot = ticket
-    if REVERSE:
-        tile = n_tiles - 1 - step
-    else:
-        tile = step
+    tile = _tile_of(step, n_tiles, REVERSE)
     x_offs, inner_mask = _chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
                                       x_inner_strides, INDEX_64, BLOCK_INNER)
     out_offs, _ = _chain_bases(chain, inner_len, outer_sizes, out_outer_strides,
@@ -416,191 +440,3 @@ def scan_lookback_kernel(
         if step == n_tiles - 1:
             _store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
                          init_outer_strides, COMBINE(carry, total), INDEX_64, BLOCK_INNER)
-
-
-@triton.jit
-def _fold_chunk(x_ptrs, x_offs, inner_mask, first_step, end_step, n_tiles, axis_len,
-                x_axis_strides, COMBINE: tl.constexpr, SCAN_COMBINE: tl.constexpr,
-                IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr,
-                REVERSE: tl.constexpr, NEGATE_X: tl.constexpr, COMMUTATIVE: tl.constexpr,
-                INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
-    """The combine of the tiles ``first_step`` to ``end_step - 1`` (in traversal order), components
-    [1, BLOCK_INNER]: the chunk's aggregate. Its loads ask L2 to keep the lines (``evict_last``)
-    for the chunk's second read.
-
-    COMMUTATIVE (the built-in sum and product): the tiles are first combined element by element
-    into one [BLOCK_AXIS, BLOCK_INNER] state, and only that is scanned: one cheap combine per
-    element instead of a scan per tile. Any other combine folds the tiles' totals in order."""
-    if COMMUTATIVE:
-        acc = _empty_state(x_ptrs, IDENTITY, ACC_DTYPE, FLAGGED, BLOCK_AXIS, BLOCK_INNER)
-        for step in range(first_step, end_step):
-            if REVERSE:
-                tile = n_tiles - 1 - step
-            else:
-                tile = step
-            positions = tile * BLOCK_AXIS + tl.arange(0, BLOCK_AXIS)[:, None]
-            if INDEX_64:
-                positions = positions.to(tl.int64)
-            mask = (positions < axis_len) & inner_mask
-            acc = COMBINE(acc, _load_state(x_ptrs, x_offs, positions, x_axis_strides, mask,
-                                           IDENTITY, ACC_DTYPE, NEGATE_X, FLAGGED, "evict_last"))
-        scanned = scan_along(acc, 0, SCAN_COMBINE)
-        last = tl.full([1, BLOCK_INNER], BLOCK_AXIS - 1, tl.int32)
-        aggregate = ()
-        for c in tl.static_range(len(scanned)):
-            aggregate = aggregate + (tl.gather(scanned[c], last, 0),)
-    else:
-        aggregate = _empty_state(x_ptrs, IDENTITY, ACC_DTYPE, FLAGGED, 1, BLOCK_INNER)
-        for step in range(first_step, end_step):
-            if REVERSE:
-                tile = n_tiles - 1 - step
-            else:
-                tile = step
-            _, total, _, _ = _scan_tile(
-                x_ptrs, x_offs, inner_mask, tile, axis_len, x_axis_strides, COMBINE,
-                SCAN_COMBINE, IDENTITY, ACC_DTYPE, FLAGGED, REVERSE, False, NEGATE_X, INDEX_64,
-                BLOCK_AXIS, BLOCK_INNER, "evict_last")
-            aggregate = COMBINE(aggregate, total)
-    return aggregate
-
-
-@triton.jit
-def _window_fold(values_ptrs, status_ptr, chain_first_slot, chunk, epoch_base,
-                 SCAN_COMBINE: tl.constexpr, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
-                 FLAGGED: tl.constexpr, WINDOW: tl.constexpr, BLOCK_INNER: tl.constexpr):
-    """The combine, in traversal order, of what ``chunk``'s predecessors in its group published:
-    the previous group's inclusive prefix (none for the first group) and the aggregates of the
-    group's chunks before it; components [1, BLOCK_INNER] (the empty state for the first chunk).
-
-    The WINDOW status words are polled with one vector load per round trip until every one of
-    them is published in this launch, then read once more with acquire order (so the values read
-    after them are the published ones) and the values read in one vector load per component."""
-    group_start = (chunk // WINDOW) * WINDOW
-    index = group_start - 1 + tl.arange(0, WINDOW)[:, None]          # [WINDOW, 1], chunks
-    needed = (index >= 0) & (index < chunk)
-    words = status_ptr + STATUS_BASE + chain_first_slot + index
-    status = tl.load(words, mask=needed, other=0, volatile=True)
-    while tl.sum((needed & (status <= epoch_base)).to(tl.int32), axis=None) > 0:
-        status = tl.load(words, mask=needed, other=0, volatile=True)
-    tl.atomic_add(words, 0, mask=needed, sem="acquire", scope="gpu")
-    # The thread that acquired a word is not the one that reads its values: the barrier orders
-    # every thread's reads after every acquire.
-    tl.debug_barrier()
-    lanes = tl.arange(0, BLOCK_INNER)[None, :]
-    slots = chain_first_slot + index
-    state = ()
-    for c in tl.static_range(len(values_ptrs)):
-        values = tl.load(values_ptrs[c] + slots * BLOCK_INNER + lanes,
-                         mask=needed & (lanes < BLOCK_INNER), cache_modifier=".cg")
-        state = state + (tl.where(needed, values, tl.full(values.shape, IDENTITY[c],
-                                                          ACC_DTYPE[c])),)
-    if FLAGGED:
-        state = state + (needed & (lanes < BLOCK_INNER),)
-    scanned = scan_along(state, 0, SCAN_COMBINE)
-    # row chunk - group_start holds everything up to chunk - 1
-    row = tl.full([1, BLOCK_INNER], 0, tl.int32) + (chunk - group_start).to(tl.int32)
-    folded = ()
-    for c in tl.static_range(len(scanned)):
-        folded = folded + (tl.gather(scanned[c], row, 0),)
-    return folded
-
-
-# Its layout and meta-parameters mirror scan_tiled_kernel's on purpose (see scan_lookback_kernel).
-@triton.jit
-def scan_chunked_kernel(
-    # pointers: data (one tuple entry per state component), then the int32 status words ([0:2] the
-    # int64 ticket word, [2 + slot] each chunk's status; the look-back's resident workspace) and
-    # the per-chunk published vectors (one workspace per data component)
-    x_ptrs, out_ptrs, init_ptrs, carry_ptrs, status_ptr, published_ptrs,
-    # layout (tritonml.ops.scan.layout_args), as scan_tiled_kernel's
-    axis_len, inner_len, outer_sizes,
-    x_axis_strides, x_inner_strides, x_outer_strides,
-    out_axis_strides, out_inner_strides, out_outer_strides,
-    init_inner_strides, init_outer_strides,
-    chunk_tiles,
-    # meta-parameters (IDENTITY, ACC_DTYPE, NEGATE_*: one entry per component)
-    COMBINE: tl.constexpr, SCAN_COMBINE: tl.constexpr, IDENTITY: tl.constexpr,
-    ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr,
-    REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
-    NEGATE_OUT: tl.constexpr, STORE: tl.constexpr, HAS_INITIAL: tl.constexpr,
-    NEGATE_INIT: tl.constexpr, STORE_CARRY: tl.constexpr,
-    INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
-    COMMUTATIVE: tl.constexpr, WINDOW: tl.constexpr,
-    PTR_TUPLES: tl.constexpr,
-):
-    """One program per chunk of ``chunk_tiles`` tiles; grid = (independent scans) * chunks, a
-    chain's chunks cdiv(cdiv(axis_len, BLOCK_AXIS), chunk_tiles).
-
-    Reduce, then scan: a program folds its chunk to one aggregate (``_fold_chunk``, the chunk's
-    first read), publishes it, folds what its group published before it (``_window_fold``: one
-    poll of WINDOW status words per round trip, however many tiles came before), and scans its
-    chunk again from that tally (the second read, from L2 while the chunks in flight fit there),
-    writing the output. Chunks form groups of WINDOW; the last chunk of a group publishes its
-    inclusive prefix instead of its aggregate, which the next group starts from. Each program
-    waits for at most WINDOW chunks and one hand-over between groups: the only chain is one
-    round trip per group, cdiv(chunks, WINDOW) in all.
-
-    The tally entering chunk j is therefore fixed by the shape and the config, not by timing:
-    (initial, then the groups' prefixes in order, each the in-group scan of its chunks'
-    aggregates). Results are bit-identical run to run and whatever order programs run in, and
-    tickets (``_draw_ticket``) order the chunks so a program only waits for programs that have
-    already started.
-    """
-    if not PTR_TUPLES:  # one component passed as plain pointers (see _PTR_TUPLES_WHY)
-        x_ptrs, out_ptrs, init_ptrs = (x_ptrs,), (out_ptrs,), (init_ptrs,)
-        carry_ptrs, published_ptrs = (carry_ptrs,), (published_ptrs,)
-    ticket, epoch_base = _draw_ticket(status_ptr, INDEX_64)
-    n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)
-    n_chunks = tl.cdiv(n_tiles, chunk_tiles)
-    chain = ticket // n_chunks
-    chunk = ticket % n_chunks   # position in traversal order
-    first_step = chunk * chunk_tiles
-    end_step = tl.minimum(first_step + chunk_tiles, n_tiles)
-    x_offs, inner_mask = _chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
-                                      x_inner_strides, INDEX_64, BLOCK_INNER)
-    out_offs, _ = _chain_bases(chain, inner_len, outer_sizes, out_outer_strides,
-                               out_inner_strides, INDEX_64, BLOCK_INNER)
-    chain_first_slot = ticket - chunk
-    in_group = chunk % WINDOW   # the last of its group publishes a prefix, the others aggregates
-    # Only the first group starts from the initial; later ones from the previous group's prefix,
-    # which includes it.
-    if chunk < WINDOW:
-        tally = _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
-                             init_outer_strides, IDENTITY, ACC_DTYPE, FLAGGED, HAS_INITIAL,
-                             NEGATE_INIT, INDEX_64, BLOCK_INNER)
-    else:
-        tally = _empty_state(init_ptrs, IDENTITY, ACC_DTYPE, FLAGGED, 1, BLOCK_INNER)
-    if n_chunks > 1:
-        aggregate = _fold_chunk(x_ptrs, x_offs, inner_mask, first_step, end_step, n_tiles,
-                                axis_len, x_axis_strides, COMBINE, SCAN_COMBINE, IDENTITY,
-                                ACC_DTYPE, FLAGGED, REVERSE, NEGATE_X, COMMUTATIVE, INDEX_64,
-                                BLOCK_AXIS, BLOCK_INNER)
-        if (in_group != WINDOW - 1) & (chunk != n_chunks - 1):
-            _publish(published_ptrs, status_ptr, ticket, aggregate,
-                     epoch_base + STATE_AGGREGATE, BLOCK_INNER)
-        before = _window_fold(published_ptrs, status_ptr, chain_first_slot, chunk, epoch_base,
-                              SCAN_COMBINE, IDENTITY, ACC_DTYPE, FLAGGED, WINDOW, BLOCK_INNER)
-        if chunk < WINDOW:
-            tally = COMBINE(tally, before)
-        else:
-            tally = before
-        if (in_group == WINDOW - 1) & (chunk != n_chunks - 1):
-            _publish(published_ptrs, status_ptr, ticket, COMBINE(tally, aggregate),
-                     epoch_base + STATE_PREFIX, BLOCK_INNER)
-    carry = tally
-    for step in range(first_step, end_step):
-        if REVERSE:
-            tile = n_tiles - 1 - step
-        else:
-            tile = step
-        partial, total, positions, mask = _scan_tile(
-            x_ptrs, x_offs, inner_mask, tile, axis_len, x_axis_strides, COMBINE, SCAN_COMBINE,
-            IDENTITY, ACC_DTYPE, FLAGGED, REVERSE, EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS,
-            BLOCK_INNER, "evict_first")
-        _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask,
-                     COMBINE(carry, partial), NEGATE_OUT, STORE)
-        carry = COMBINE(carry, total)
-    if STORE_CARRY:
-        if chunk == n_chunks - 1:
-            _store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
-                         init_outer_strides, carry, INDEX_64, BLOCK_INNER)

@@ -13,7 +13,8 @@ from .._config import ScanConfig
 from .._dtypes import ACC_DTYPE, ACC_TORCH_DTYPE
 from . import _resident, _scratch, _state_combine, _steps
 from ..kernels import combine as _combine
-from ..kernels.scan import scan_chunked_kernel, scan_lookback_kernel, scan_tiled_kernel
+from ..kernels.scan import scan_lookback_kernel, scan_tiled_kernel
+from ..kernels.scan_chunked import scan_chunked_kernel
 
 
 @dataclass(frozen=True)
