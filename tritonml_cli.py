@@ -21,9 +21,10 @@ __version__ = "0.1.0"
 # The library's names the help texts list. They are spelled out here because reading them from the
 # library would import torch; tests/test_cli_and_backend.py checks them against the library.
 BENCH_CASES = ("scan-short-rows", "scan-square-last", "scan-square-first", "scan-wide-rows",
-               "scan-one-row", "scan-middle-axis", "reduce-rows", "reduce-tall-columns",
-               "reduce-short-columns", "reduce-axes-apart", "reduce-all", "reduce-functions",
-               "linear-recurrence")
+               "scan-one-row", "scan-row-2e20", "scan-row-2e24", "scan-1d-2e24",
+               "scan-eight-long-rows", "scan-wide-columns", "scan-middle-axis", "reduce-rows",
+               "reduce-tall-columns", "reduce-short-columns", "reduce-axes-apart", "reduce-all",
+               "reduce-functions", "linear-recurrence", "linear-recurrence-long")
 BENCH_OPS = ("cumulative_sum", "SUM", "AVERAGE", "L1", "L2", "SUM_SQUARE", "MULTIPLY", "MIN", "MAX",
              "ARGMIN", "ARGMAX", "LOG_SUM", "LOG_SUM_EXP", "linear_recurrence")
 BENCH_DTYPES = ("float32", "float16", "bfloat16", "int32", "int8")
