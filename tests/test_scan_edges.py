@@ -202,3 +202,17 @@ def test_bad_config_is_rejected_before_launch():
                   lambda: cumulative_scan(x, 1, SUM, config=ScanConfig("rows", 3, 1)), x)
     _expect_error(ValueError, ["config.regime"],
                   lambda: cumulative_scan(x, 1, SUM, config=ScanConfig("diagonal", 4, 1)), x)
+
+
+@pytest.mark.parametrize("config, words", [
+    (ScanConfig("chunked", 4, 1, chunk_tiles=0), ["config.chunk_tiles", ">= 1"]),
+    (ScanConfig("chunked", 4, 1, chunk_tiles=True), ["config.chunk_tiles", ">= 1"]),
+    (ScanConfig("chunked", 4, 1, window=3), ["config.window", "power of two"]),
+    (ScanConfig("chunked", 4, 1, window=1), ["config.window", "from 2"]),
+    (ScanConfig("chunked", 4, 1, window=2048), ["config.window", "to 1024"]),
+    (ScanConfig("chunked", 4, 128, window=1024), ["config", "look-back window", "2**16"]),
+], ids=["no tiles", "bool tiles", "window not a power of two", "window of one", "window too large",
+        "window x lanes too large"])
+def test_bad_chunked_config_is_rejected_before_launch(config, words):
+    x = torch.ones(3, 5)
+    _expect_error(ValueError, words, lambda: cumulative_scan(x, 1, SUM, config=config), x)
