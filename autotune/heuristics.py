@@ -67,6 +67,13 @@ def chunk_window_most(block_inner: int, acc_bytes: int) -> int:
     return 1 << (most.bit_length() - 1)
 
 
+def widest_window(block_inner: int, acc_bytes: int) -> int:
+    """The largest window the tuner gives a chunked tile of ``block_inner`` lanes
+    (``chunk_window_most``, at most ``spaces.CHUNKED_MAX_WINDOW``): the one whose registers the
+    compile facts and the compile tests measure, as the window's accumulators add to the tile's."""
+    return min(spaces.CHUNKED_MAX_WINDOW, chunk_window_most(block_inner, acc_bytes))
+
+
 def _chunked(layout, contiguous_tile: tuple, budget: int, acc_bytes: int, element_bytes: int,
              fill_programs: int) -> ScanConfig:
     """The heuristics' chunked config. Along a contiguous axis the one-pass tile; along a strided

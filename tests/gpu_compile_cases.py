@@ -18,7 +18,7 @@ from tritonml._dtypes import ACC_TORCH_DTYPE, SUPPORTED_DTYPES
 from tritonml.ops.scan import PRODUCT, SUM, cumulative_scan
 from tritonml._config import ReduceConfig, ScanConfig
 from tritonml_autotune import compiled, spaces
-from tritonml_autotune.heuristics import chunk_window_most, scan_config
+from tritonml_autotune.heuristics import scan_config, widest_window
 from benchmarks.gpu_compile import compile_in_subprocess, describe  # noqa: F401
 
 # (regime, shape, axis): large shapes for which the CUDA heuristics pick that regime (the look-back:
@@ -155,7 +155,8 @@ def tuple_scan_launches(regimes=(*SCAN_REGIME_SHAPES,), directions=(False, True)
 # candidates.py, ``_chunked_tiles``): along a contiguous axis one lane, the element budget of the
 # state's accumulators (1024 or 2048 rows) and the tall 4096; along a strided one 32, 64 and 128
 # lanes, as tall as the budget allows. Warps by tile size (``compiled.scan_warps``), and the
-# largest window the tile allows (``chunk_window``): the window's accumulators grow registers.
+# largest window the tile allows (``heuristics.widest_window``): the window's accumulators grow
+# registers.
 # ---------------------------------------------------------------------------------------------
 # name: ((shape, axis), block_axis or None for the budget's, block_inner)
 CHUNKED_TILES = {
@@ -169,12 +170,6 @@ CHUNKED_TILES = {
 CHUNKED_DTYPES = tuple(getattr(torch, name) for name in compiled.DTYPE_CLASSES)
 
 
-def chunk_window(block_inner: int, acc_bytes: int) -> int:
-    """The largest window the tuner gives a chunked tile of ``block_inner`` lanes: its
-    [window, block_inner] accumulators within one scan tile's budget, at most
-    ``spaces.CHUNKED_MAX_WINDOW``."""
-    return min(spaces.CHUNKED_MAX_WINDOW, chunk_window_most(block_inner, acc_bytes))
-
 
 def chunked_config(tile: str, acc_bytes: int) -> tuple:
     """((shape, axis), config) of the chunked tile named ``tile`` for a state of ``acc_bytes``
@@ -185,7 +180,7 @@ def chunked_config(tile: str, acc_bytes: int) -> tuple:
         block_axis = min(spaces.GPU_SCAN.rows_max_block_axis, max(1, budget // block_inner))
     warps = compiled.scan_warps(block_axis * block_inner)
     return (shape, axis), ScanConfig("chunked", block_axis, block_inner, warps, chunk_tiles=16,
-                                     window=chunk_window(block_inner, acc_bytes))
+                                     window=widest_window(block_inner, acc_bytes))
 
 
 def chunked_scan_launches(tiles=("chunked rows", "chunked columns"), dtypes=CHUNKED_DTYPES,

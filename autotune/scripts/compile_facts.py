@@ -32,7 +32,7 @@ from tritonml._dtypes import ACC_TORCH_DTYPE  # noqa: E402
 from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes  # noqa: E402
 from tritonml.ops.scan import SUM, cumulative_scan  # noqa: E402
 from tritonml_autotune import compiled, spaces  # noqa: E402
-from tritonml_autotune.heuristics import chunk_window_most  # noqa: E402
+from tritonml_autotune.heuristics import widest_window  # noqa: E402
 
 from benchmarks.gpu_compile import compile_in_subprocess, describe  # noqa: E402
 
@@ -90,14 +90,6 @@ def _reduce_launches(dtype, elements, lanes):
         yield "reduce_split_last", state, split_folding
 
 
-def chunk_window(block_inner: int, acc_bytes: int) -> int:
-    """The largest window the tuner gives a chunked tile of ``block_inner`` lanes: the
-    [window, block_inner] accumulators a program scans within one scan tile's budget
-    (``heuristics.chunk_window_most``), at most ``spaces.CHUNKED_MAX_WINDOW``. The window's
-    registers are the ones a chunked tile adds to the one-pass tile's, so the facts hold for the
-    largest."""
-    return min(spaces.CHUNKED_MAX_WINDOW, chunk_window_most(block_inner, acc_bytes))
-
 
 def _chunked_tiles(acc_bytes: int):
     """(block_axis, block_inner) of every chunked tile the tuner may choose for this
@@ -117,7 +109,7 @@ def _chunked_launches(dtype):
         x = torch.empty(256, 8192, dtype=dtype)
         axis = 1 if lanes == 1 else 0
         config = ScanConfig("chunked", block_axis, lanes, compiled.scan_warps(block_axis * lanes),
-                            chunk_tiles=4, window=chunk_window(lanes, acc_bytes))
+                            chunk_tiles=4, window=widest_window(lanes, acc_bytes))
         with _trace.record(execute=False) as rec:
             cumulative_scan(x, axis, SUM, config=config)
         yield "scan_chunked", "value", rec.launches[-1]

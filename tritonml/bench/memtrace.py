@@ -220,9 +220,10 @@ class MemTrace:
         counts = kernel.regions.setdefault(name, {})
         counts[kind] = counts.get(kind, 0) + lanes * elem_bytes
         if self.track_distinct:
-            self._addresses.setdefault((name, kind), []).append((elem_bytes, addresses.copy()))
+            kept = (elem_bytes, addresses.copy())   # one copy serves both (never written)
+            self._addresses.setdefault((name, kind), []).append(kept)
             if kind == LOAD and name != OTHER_REGION:
-                kernel._loads.append((elem_bytes, addresses.copy()))
+                kernel._loads.append(kept)
 
 
 # ---------------------------------------------------------------------------------------------
