@@ -5,7 +5,7 @@ This module sits outside the ``tritonml`` package on purpose: ``import tritonml`
 and triton (it chooses the Triton backend before triton is imported, docs/architecture.md), which
 costs seconds. ``tritonml --version``, ``--help``, each command's ``--help`` and every usage error
 that needs no library answer from here without importing torch, triton or numpy; a command's
-handler (``tritonml.cli``, ``tritonml.bench.run``, ``tritonml._dml_cli``) is imported only to run it.
+handler (``tritonml.cli``, ``tritonml.bench.run``, ``tritonml.dml.cli``) is imported only to run it.
 """
 from __future__ import annotations
 
@@ -191,7 +191,7 @@ def add_bench_arguments(parser) -> None:
 
 
 def add_dml_subcommands(subparsers) -> None:
-    """Add ``run`` and ``validate`` (``tritonml._dml_cli``) to an ``add_subparsers()`` object."""
+    """Add ``run`` and ``validate`` (``tritonml.dml.cli``) to an ``add_subparsers()`` object."""
     level_help = (f"DirectML feature level to validate against, e.g. 4_0 (default "
                   f"{DEFAULT_FEATURE_LEVEL}, the highest the operators' pages document; levels: "
                   f"{', '.join(FEATURE_LEVELS)}); 'none' for tritonml's own, wider support")
@@ -213,7 +213,7 @@ def add_dml_subcommands(subparsers) -> None:
     run.add_argument("--raw-output", action="store_true",
                      help="write the whole output buffer (total_tensor_size_in_bytes, zero-filled "
                           "where the output desc addresses nothing) instead of the output tensor")
-    run.set_defaults(handler=_handler("tritonml._dml_cli", "cmd_run"))
+    run.set_defaults(handler=_handler("tritonml.dml.cli", "cmd_run"))
 
     check = subparsers.add_parser(
         "validate", help="check a DirectML operator descriptor (JSON) at a feature level",
@@ -222,7 +222,7 @@ def add_dml_subcommands(subparsers) -> None:
     check.add_argument("descriptor", metavar="OP.json", help="operator descriptor file")
     check.add_argument("--feature-level", type=_feature_level_arg, default=DEFAULT_FEATURE_LEVEL,
                        metavar="LEVEL", help=level_help)
-    check.set_defaults(handler=_handler("tritonml._dml_cli", "cmd_validate"))
+    check.set_defaults(handler=_handler("tritonml.dml.cli", "cmd_validate"))
 
 
 def build_parser() -> argparse.ArgumentParser:

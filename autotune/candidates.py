@@ -2,7 +2,7 @@
 
 Lists stay short (at most ``MAX_CANDIDATES``): every candidate is compiled when it is timed. The
 heuristics' config (``heuristics.py``) always comes first, so it wins ties and is always among
-them. Configs are plain dicts of ``tritonml._config.ScanConfig``/``ReduceConfig`` fields; tiles
+them. Configs are plain dicts of ``tritonml_autotune.configs.ScanConfig``/``ReduceConfig`` fields; tiles
 stay inside the GPU tile limits of ``spaces.py``, warps follow the heuristics' rule
 (``compiled.scan_warps``/``reduce_warps``).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from tritonml._config import MAX_REDUCE_SPLITS
+from tritonml_autotune.configs import MAX_REDUCE_SPLITS
 
 from . import compiled, cost, spaces
 from .devices import Device

@@ -88,7 +88,7 @@ TILE_STEP_SECONDS = 1.1e-6
 # A chunked scan's last program, after its fold: publish its aggregate, poll its group's status
 # words, then one acquire pass and one load of their values, each a dependent round trip.
 CHUNKED_TAIL_ROUND_TRIPS = 3
-STATUS_WORD_BYTES = 4    # one int32 status word per chunk (tritonml/ops/scan.py, state_work)
+STATUS_WORD_BYTES = 4    # one int32 status word per chunk (tritonml/launchers/scan.py, state_work)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Per-shape config choice: a small, explainable heuristic (the full tuner is a later issue)."""
 from __future__ import annotations
 
-from tritonml._config import MAX_REDUCE_SPLITS, ReduceConfig, ScanConfig
+from tritonml_autotune.configs import MAX_REDUCE_SPLITS, ReduceConfig, ScanConfig
 
 from . import cost, devices, spaces
 
@@ -104,8 +104,8 @@ def _chunked(layout, contiguous_tile: tuple, budget: int, acc_bytes: int, elemen
 
 def scan_config(layout, device_type: str, device=None, acc_bytes: int = 8,
                 element_bytes: int | None = None) -> ScanConfig:
-    """Pick regime and tile for a scan over ``layout`` (a ``tritonml._layout.AxisLayout``);
-    ``acc_bytes`` is the size of the accumulator type (``tritonml._dtypes.ACC_DTYPE``),
+    """Pick regime and tile for a scan over ``layout`` (a ``tritonml.core.layout.AxisLayout``);
+    ``acc_bytes`` is the size of the accumulator type (``tritonml.core.dtypes.ACC_DTYPE``),
     ``element_bytes`` an input element's (default: ``acc_bytes``, which is at least that).
 
     The tile covers the contiguous side first: along the axis when it is where the memory runs
@@ -148,7 +148,7 @@ def _split_pays(elements: int, chains: int, split_programs: int, sms: int) -> bo
 
 
 def reduce_config(layout, device_type: str, device=None) -> ReduceConfig:
-    """Pick regime and tile for a reduction over ``layout`` (a ``tritonml.ops.reduce.ReduceLayout``).
+    """Pick regime and tile for a reduction over ``layout`` (a ``tritonml.launchers.reduce.ReduceLayout``).
 
     The tile covers the contiguous side first: along the reduced positions when they are where the
     memory runs ("rows"), else along the inner kept dim ("columns"); the rest of the element budget

@@ -51,10 +51,10 @@ def _strides(shape: tuple) -> tuple:
 def plan(scan: LongScan, device: str | devices.Device) -> select.Plan:
     """The plan ``select.choose_scan`` makes for ``scan`` (contiguous float32 inputs) on
     ``device``. A linear recurrence's plan is its tuple scan's: the bytes per element of its
-    inputs and of its accumulators summed (as ``tritonml.ops.scan.associative_scan_states``
+    inputs and of its accumulators summed (as ``tritonml.launchers.scan.associative_scan_states``
     passes them)."""
-    from tritonml._dtypes import ACC_TORCH_DTYPE
-    from tritonml._layout import axis_layout
+    from tritonml.core.dtypes import ACC_TORCH_DTYPE
+    from tritonml.core.layout import axis_layout
 
     strides = _strides(scan.shape)
     layout = axis_layout(scan.shape, strides, strides, scan.axis)

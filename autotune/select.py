@@ -25,7 +25,7 @@ from importlib import metadata
 
 import torch
 
-from tritonml._config import ReduceConfig, ScanConfig
+from tritonml_autotune.configs import ReduceConfig, ScanConfig
 
 from . import candidates, cost, devices, engine, heuristics, shipped
 from .cache import cache_dir
@@ -36,7 +36,7 @@ from .problem import Problem
 SELECT_VERSION = 3
 TABLE = "table"   # Choice.source of a shipped-table entry
 HALF_DTYPES = (torch.float16, torch.bfloat16)
-# Reduce functions by the partial state they carry (tritonml/ops/reduce.py, ReduceCombine.state).
+# Reduce functions by the partial state they carry (tritonml/launchers/reduce.py, ReduceCombine.state).
 SUM_FUNCTIONS = ("SUM", "AVERAGE", "L1", "L2", "SUM_SQUARE", "LOG_SUM", "MULTIPLY")
 EXTREMUM_FUNCTIONS = ("MAX", "MIN")
 INDEX_FUNCTIONS = ("ARGMAX", "ARGMIN")
@@ -49,7 +49,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
 
 
 def accumulator_bytes(dtype: torch.dtype) -> int:
-    """Half types accumulate in float32, everything else in 64 bits (tritonml/_dtypes.py)."""
+    """Half types accumulate in float32, everything else in 64 bits (tritonml/core/dtypes.py)."""
     return 4 if dtype in HALF_DTYPES else 8
 
 

@@ -33,7 +33,7 @@ class ReduceSpace:
 
 GPU_SCAN = ScanSpace(
     # Accumulator bytes per scan tile on a GPU: 1024 elements of a float64/int64 accumulator, 2048
-    # of a float32 one. Read off the compiled code (benchmarks/gpu_compile.py, sm_80/sm_90,
+    # of a float32 one. Read off the compiled code (tritonml/bench/gpu_compile.py, sm_80/sm_90,
     # 4 warps): 8 KiB tiles take 50-170 registers per thread with no spills; 16 KiB tiles (4096
     # float32 summed in float64) reached 255 registers with spills in the look-back kernel and took
     # ptxas minutes.

@@ -20,8 +20,8 @@ from typing import Callable, Optional
 import torch
 
 import tritonml  # noqa: F401  (first: chooses compiled or interpreted Triton)
-from tritonml._config import ScanConfig
-from tritonml.ops.scan import PRODUCT, SUM, cumulative_scan
+from tritonml_autotune.configs import ScanConfig
+from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
 
 from tritonml.bench.cases import assert_close, make_input, nbytes  # noqa: F401  (one copy)
 
@@ -70,8 +70,8 @@ SCAN_CASES = tuple(
 
 def cuda_scan_config(x: torch.Tensor, out: torch.Tensor, axis: int) -> ScanConfig:
     """The config the heuristics choose for this scan on a CUDA device (no GPU needed)."""
-    from tritonml._dtypes import ACC_TORCH_DTYPE
-    from tritonml._layout import axis_layout
+    from tritonml.core.dtypes import ACC_TORCH_DTYPE
+    from tritonml.core.layout import axis_layout
     from tritonml_autotune.heuristics import scan_config
 
     layout = axis_layout(tuple(x.shape), x.stride(), out.stride(), axis)
@@ -83,7 +83,7 @@ def cuda_scan_config(x: torch.Tensor, out: torch.Tensor, axis: int) -> ScanConfi
 # ---------------------------------------------------------------------------------------------
 # Reductions (tritonml.reduce). Entries are data: the regime the case stands for, shape,
 # reduced axes (None: all), function, an optional forced config (keyword arguments of
-# tritonml._config.ReduceConfig) and the dtypes it runs for (None: DTYPES).
+# tritonml_autotune.configs.ReduceConfig) and the dtypes it runs for (None: DTYPES).
 # ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ReduceCase:
@@ -126,7 +126,7 @@ _TORCH_REDUCE = {
 
 def cuda_reduce_config(x: torch.Tensor, out: torch.Tensor, axes: tuple, returns_index: bool):
     """The config the heuristics choose for this reduction on a CUDA device (no GPU needed)."""
-    from tritonml._layout import reduce_layout
+    from tritonml.core.layout import reduce_layout
     from tritonml_autotune.heuristics import reduce_config
 
     layout = reduce_layout(tuple(x.shape), x.stride(), out.stride(), axes, returns_index)
@@ -185,8 +185,8 @@ def prepare_reduce(case: ReduceCase, dtype: torch.dtype, device="cpu",
                    resolve_cuda_heuristic: bool = True) -> Optional[Prepared]:
     """Allocate input and output for a reduce ``case``; None when ``case.dtypes`` excludes
     ``dtype``. ``resolve_cuda_heuristic`` as for ``prepare_scan``."""
-    from tritonml._config import ReduceConfig
-    from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes
+    from tritonml_autotune.configs import ReduceConfig
+    from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
 
     if case.dtypes is not None and dtype not in case.dtypes:
         return None

@@ -7,7 +7,7 @@ public functions on CUDA tensors (compiled kernels), with shapes large enough th
 pick every GPU regime (rows, columns, look-back scans; row, column, split and several-axes
 reductions), in both directions, inclusive and exclusive, on contiguous and strided views. Each
 result is compared with the tests' independent oracles (numpy in float64 or exact integers, the
-bounds of ``benchmarks.tolerances``), outputs are poisoned first so an unwritten element fails, and
+bounds of ``tritonml.bench.tolerances``), outputs are poisoned first so an unwritten element fails, and
 each case runs twice to check the bits are deterministic. Without CUDA (or with ``--dry-run``) the
 same sweep runs on CPU tensors through the interpreter with tiny shapes.
 
@@ -27,9 +27,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import tritonml  # noqa: E402
-from tritonml._config import ScanConfig  # noqa: E402
-from tritonml.ops.scan import PRODUCT, SUM, cumulative_scan  # noqa: E402
-from tritonml._dtypes import DTYPE_BY_NAME, FLOAT_DTYPES, SUPPORTED_DTYPES, dtype_name  # noqa: E402
+from tritonml_autotune.configs import ScanConfig  # noqa: E402
+from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan  # noqa: E402
+from tritonml.core.dtypes import DTYPE_BY_NAME, FLOAT_DTYPES, SUPPORTED_DTYPES, dtype_name  # noqa: E402
 
 import reduce_helpers  # noqa: E402
 import scan_oracle  # noqa: E402

@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from tritonml._dtypes import dtype_name
+from tritonml.core.dtypes import dtype_name
 
 from . import cases as _cases
 
@@ -97,7 +97,7 @@ def _regime(prepared) -> str:
     """The regime the case launches: its config's, or the kernels the launcher picked."""
     if prepared.config is not None and hasattr(prepared.config, "regime"):
         return prepared.config.regime
-    from tritonml import _trace
+    from tritonml.runtime import trace as _trace
     with _trace.record(execute=False) as recorder:
         prepared.run()
     return "+".join(launch.name for launch in recorder.launches)

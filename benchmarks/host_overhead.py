@@ -7,14 +7,14 @@ small tensor; the per-call time is the loop's wall time over the call count, wit
 synchronized once at the end. On a GPU a small tensor's kernel takes a few microseconds and launches
 are asynchronous, so the loop measures the host: validation, planning, the dispatcher and Triton's
 launcher. Each layer is timed apart (the public function, the registered ``torch.ops`` op, the
-launcher in ``tritonml.ops``) so the table shows where the time goes, next to torch's own op.
+launcher in ``tritonml.launchers``) so the table shows where the time goes, next to torch's own op.
 On the CPU the kernels run in the interpreter and the numbers mean nothing, unless
 ``--stub-launch`` is given:
 
     python -m benchmarks.host_overhead --stub-launch
 
 times, on a machine without a GPU, the host path a warm call takes on one: the launchers' plans,
-the prepared launches (``tritonml._triton_compat.PreparedLaunch``: argument keys, binding) up to the
+the prepared launches (``tritonml.core.triton_compat.PreparedLaunch``: argument keys, binding) up to the
 compiled kernel's own C launcher, which is replaced by a no-op along with the driver's device and
 stream queries. It is our Python time from the public function to the kernel launch, what the
 20 us budget (docs/tuning.md) is about; the driver's launch itself (a few us) is not in it.
@@ -32,9 +32,9 @@ import torch
 
 import tritonml
 import tritonml.tuning
-from tritonml.ops.reduce import reduce_axes
-from tritonml._triton_compat import launch_counts
-from tritonml.ops.scan import SUM, cumulative_scan
+from tritonml.launchers.reduce import reduce_axes
+from tritonml.core.triton_compat import launch_counts
+from tritonml.launchers.scan import SUM, cumulative_scan
 
 
 def per_call_us(fn, calls: int, sync) -> float:
@@ -56,7 +56,8 @@ def gpu_host_path_with_launches_stubbed():
     """Take the compiled-launch path on CPU tensors, up to the C launcher (a no-op)."""
     from unittest import mock
 
-    from tritonml import _backend, _plan, _triton_compat
+    from tritonml.core import backend as _backend, triton_compat as _triton_compat
+    from tritonml.runtime import plan as _plan
 
     class StubCompiled:
         function = packed_metadata = None
@@ -109,7 +110,7 @@ def cases(device):
     x = torch.randn(16, 256, device=device)
     out = torch.empty_like(x)
     red_out = torch.empty(16, 1, device=device)
-    from tritonml.library.reduce import _combine
+    from tritonml.torch_ops.reduce import _combine
     sum_combine = _combine("SUM")
     yield "cumulative_sum (public)", lambda: tritonml.cumulative_sum(x, 1)
     yield "cumulative_sum out= (public)", lambda: tritonml.cumulative_sum(x, 1, out=out)
@@ -146,7 +147,7 @@ def main(argv=None) -> int:
         print(f"| {name} | {us:.1f} | {through_jit} |", flush=True)
     # Triton's own share: the recorded launches of two ops, relaunched straight through the
     # JIT function (no tritonml code in the loop).
-    from tritonml import _trace
+    from tritonml.runtime import trace as _trace
     x = torch.randn(16, 256, device=device)
     for name, fn in (("cumulative_sum", lambda: tritonml.cumulative_sum(x, 1)),
                      ("reduce SUM", lambda: tritonml.reduce(x, "SUM", 1))):

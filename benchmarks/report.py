@@ -4,7 +4,7 @@
                                 [--no-compile] [--output FILE] [--json]
 
 For every case of ``benchmarks.cases`` and every dtype, the op runs once in Triton's interpreter
-under ``benchmarks.memtrace``: the global-memory bytes it moves (mask-true lanes x element size,
+under ``tritonml.bench.memtrace``: the global-memory bytes it moves (mask-true lanes x element size,
 plus torch-side workspace fills) are set against the ideal (input read once + output written once,
 from shapes and dtypes), with the number of launches a GPU would see. The result is checked against
 a float64 torch reference. Then every distinct kernel launch is compiled for sm_90 in a compiled-mode
@@ -24,7 +24,7 @@ import time
 import torch
 
 import tritonml
-from tritonml._dtypes import dtype_name
+from tritonml.core.dtypes import dtype_name
 
 import triton
 

@@ -14,7 +14,7 @@ import torch
 
 import tritonml
 from tritonml.dml import CumulativeProductOperatorDesc, CumulativeSummationOperatorDesc, TensorDesc
-from benchmarks.tolerances import TOLERANCES
+from tritonml.bench.tolerances import TOLERANCES
 from scan_oracle import scan_reference
 
 DEVICE = "cpu" if tritonml.INTERPRET else "cuda"

@@ -2,8 +2,8 @@
 
 Used by tests/test_gpu_compile.py: for every regime x dtype x direction x exclusive, the config
 the CUDA heuristics pick for a large shape of that regime, recorded without running
-(``tritonml._trace.record(execute=False)``). Tests that compile launches of their own import
-``compile_in_subprocess``/``describe`` from here (``benchmarks/gpu_compile.py``; tests/conftest.py
+(``tritonml.runtime.trace.record(execute=False)``). Tests that compile launches of their own import
+``compile_in_subprocess``/``describe`` from here (``tritonml/bench/gpu_compile.py``; tests/conftest.py
 puts the repository root on ``sys.path``).
 """
 from __future__ import annotations
@@ -13,13 +13,14 @@ import itertools
 
 import torch
 
-from tritonml import _layout, _trace
-from tritonml._dtypes import ACC_TORCH_DTYPE, SUPPORTED_DTYPES
-from tritonml.ops.scan import PRODUCT, SUM, cumulative_scan
-from tritonml._config import ReduceConfig, ScanConfig
+from tritonml.core import layout as _layout
+from tritonml.runtime import trace as _trace
+from tritonml.core.dtypes import ACC_TORCH_DTYPE, SUPPORTED_DTYPES
+from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
+from tritonml_autotune.configs import ReduceConfig, ScanConfig
 from tritonml_autotune import compiled, spaces
 from tritonml_autotune.heuristics import scan_config, widest_window
-from benchmarks.gpu_compile import compile_in_subprocess, describe  # noqa: F401
+from tritonml.bench.gpu_compile import compile_in_subprocess, describe  # noqa: F401
 
 # (regime, shape, axis): large shapes for which the CUDA heuristics pick that regime (the look-back:
 # few long scans, which the heuristics now run chunked; see ``regime_config``).
@@ -126,7 +127,7 @@ TUPLE_SCAN_STATES = (
 def tuple_scan_launches(regimes=(*SCAN_REGIME_SHAPES,), directions=(False, True)):
     """Describe every (state, regime, reverse) tuple-state launch, inclusive, plus the exclusive
     ones where an identity is given; configs as the CUDA heuristics pick them for float32."""
-    from tritonml.ops.scan import associative_scan_states
+    from tritonml.launchers.scan import associative_scan_states
 
     descriptions = []
     for (name, combine, dtypes, identity), regime, reverse in itertools.product(
@@ -211,7 +212,7 @@ def chunked_tuple_launches(tiles=("chunked rows", "chunked columns narrow"),
                            directions=(False, True)):
     """Every tuple state of ``TUPLE_SCAN_STATES`` in chunks, inclusive (and exclusive where an
     identity is given), in the tile the state's budget allows."""
-    from tritonml.ops.scan import associative_scan_states
+    from tritonml.launchers.scan import associative_scan_states
 
     descriptions = []
     for (name, combine, dtypes, identity), tile, reverse in itertools.product(
@@ -267,8 +268,8 @@ def welford_reduce_launches(dtypes=WELFORD_DTYPES, regimes=tuple(WELFORD_REGIME_
     from unittest import mock
 
     import tritonml_autotune.heuristics as heuristics
-    from tritonml import _plan
-    from tritonml.library.reduce_with import reduce_with
+    from tritonml.runtime import plan as _plan
+    from tritonml.torch_ops.reduce_with import reduce_with
     from tritonml.reductions import welford
 
     pick = heuristics.reduce_config

@@ -1,5 +1,5 @@
 """Shared by the reduce tests: a numpy oracle, input makers, layouts, the comparison (within
-``rtol``/``atol`` of the one accuracy table, ``benchmarks.tolerances.TOLERANCES``), and the kernel
+``rtol``/``atol`` of the one accuracy table, ``tritonml.bench.tolerances.TOLERANCES``), and the kernel
 specializations the reduce launcher can choose on a GPU (as recorded launches).
 
 The oracle never calls tritonml: floats are computed in float64 from x converted exactly, integers
@@ -15,8 +15,8 @@ import math
 import numpy as np
 import torch
 
-from benchmarks.tolerances import TOLERANCES
-from tritonml._dtypes import FLOAT_DTYPES, INT_DTYPES, UNSIGNED_DTYPES
+from tritonml.bench.tolerances import TOLERANCES
+from tritonml.core.dtypes import FLOAT_DTYPES, INT_DTYPES, UNSIGNED_DTYPES
 
 FUNCTIONS = ("ARGMAX", "ARGMIN", "AVERAGE", "L1", "L2", "LOG_SUM", "LOG_SUM_EXP", "MAX", "MIN",
              "MULTIPLY", "SUM", "SUM_SQUARE")
@@ -212,9 +212,9 @@ def gpu_reduce_launches(cases):
     from unittest import mock
 
     import tritonml_autotune.heuristics as heuristics
-    from tritonml import _plan, _trace
+    from tritonml.runtime import plan as _plan, trace as _trace
     from gpu_compile_cases import describe
-    from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes
+    from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
 
     pick = heuristics.reduce_config
     chosen = []

@@ -1,12 +1,12 @@
 """Independent references for the scan tests: numpy in float64 or exact integers, and the error
 measure (ulps of the result dtype plus an accumulation allowance). The bounds come from the one
-accuracy table, ``benchmarks.tolerances.TOLERANCES``."""
+accuracy table, ``tritonml.bench.tolerances.TOLERANCES``."""
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from benchmarks.tolerances import TOLERANCES
+from tritonml.bench.tolerances import TOLERANCES
 
 FLOAT_TORCH = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 

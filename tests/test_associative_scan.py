@@ -18,8 +18,8 @@ import tritonml  # first: chooses interpreted Triton on a machine without CUDA
 import triton
 import triton.language as tl
 
-from tritonml import _trace
-from tritonml._config import ScanConfig
+from tritonml.runtime import trace as _trace
+from tritonml_autotune.configs import ScanConfig
 
 CONFIGS = [ScanConfig("rows", 4, 2), ScanConfig("columns", 4, 2),
            ScanConfig("lookback", 4, 2, prefix_every=3)]
@@ -371,7 +371,7 @@ def test_no_autograd():
 @pytest.mark.parametrize("config", [ScanConfig("rows", 256, 1), ScanConfig("columns", 64, 4),
                                     ScanConfig("lookback", 256, 1)], ids=CONFIG_IDS)
 def test_tuple_scan_moves_k_inputs_and_k_outputs(config):
-    from benchmarks.memtrace import trace_memory
+    from tritonml.bench.memtrace import trace_memory
 
     shape, axis = ((1, 1024), 1) if config.regime != "columns" else ((256, 4), 0)
     gen = torch.Generator().manual_seed(9)

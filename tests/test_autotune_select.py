@@ -13,11 +13,12 @@ import pytest
 import torch
 
 import tritonml
-from tritonml import _trace, tuning
-from tritonml._config import ReduceConfig, ScanConfig
-from tritonml._dtypes import ACC_TORCH_DTYPE
-from tritonml._layout import axis_layout, reduce_layout
-from tritonml.ops.reduce import COMBINES, ReduceFunction
+from tritonml.runtime import trace as _trace
+from tritonml import tuning
+from tritonml_autotune.configs import ReduceConfig, ScanConfig
+from tritonml.core.dtypes import ACC_TORCH_DTYPE
+from tritonml.core.layout import axis_layout, reduce_layout
+from tritonml.launchers.reduce import COMBINES, ReduceFunction
 from tritonml_autotune import (candidates, compiled, cost, devices, engine, heuristics, select,
                                shipped, spaces, suite)
 from tritonml_autotune.problem import Problem
@@ -72,7 +73,7 @@ def test_without_a_target_the_cpu_gets_the_heuristics_config(shape, axis, dtype,
 
 
 def test_partial_state_bytes_match_the_kernels_state_types():
-    from tritonml._dtypes import TORCH_DTYPE
+    from tritonml.core.dtypes import TORCH_DTYPE
     for function in ReduceFunction:
         for dtype in DTYPES:
             if COMBINES[function].float_only and not dtype.is_floating_point:
@@ -253,9 +254,9 @@ def test_modeled_choices_fill_the_sms_never_spill_and_run_the_right_launches(nam
     x = torch.empty(shape, dtype=dtype)
     with _trace.record(execute=False) as rec:
         if op.startswith("cumulative"):
-            tritonml.ops.scan.cumulative_scan(x, axes[0], tritonml.ops.scan.SUM, config=config)
+            tritonml.launchers.scan.cumulative_scan(x, axes[0], tritonml.launchers.scan.SUM, config=config)
         else:
-            tritonml.ops.reduce.reduce_axes(x, axes, COMBINES[ReduceFunction[op]], config=config)
+            tritonml.launchers.reduce.reduce_axes(x, axes, COMBINES[ReduceFunction[op]], config=config)
     grids = [math.prod(launch.grid) for launch in rec.launches]
     if (name, dtype, target.name) in ONE_LAUNCH_NEARLY_FULL:
         assert len(grids) == 1 and grids[0] >= 0.95 * target.sms, (config, grids)

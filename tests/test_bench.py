@@ -224,9 +224,9 @@ def test_plot_labels_lie_inside_the_png(tmp_path, monkeypatch):
 def test_rereads_are_counted_apart_from_first_touches(regime):
     """The chunked scan reads each chunk twice (fold, then scan): the trace counts the second read
     as a re-read, exactly the input's bytes, and nothing else; a tiled scan re-reads nothing."""
-    from tritonml._config import ScanConfig
+    from tritonml_autotune.configs import ScanConfig
     from tritonml.bench.memtrace import trace_memory
-    from tritonml.ops.scan import SUM, cumulative_scan
+    from tritonml.launchers.scan import SUM, cumulative_scan
 
     x = torch.arange(3 * 1000, dtype=torch.float32).reshape(3, 1000)
     out = torch.empty_like(x)

@@ -15,7 +15,7 @@ import triton
 import triton.language as tl
 
 import tritonml
-from tritonml import _bfloat16
+from tritonml.core import bfloat16 as _bfloat16
 
 # Every finite non-negative bfloat16, as (exact value, bit pattern), ascending.
 _POSITIVE = sorted((Fraction(float(v)), bits) for bits, v in enumerate(
@@ -66,7 +66,7 @@ def _ties_and_neighbours(rng, count):
     return values[np.isfinite(values)]
 
 
-# --- the conversion itself (tritonml/_bfloat16.py) --------------------------------------------
+# --- the conversion itself (tritonml/core/bfloat16.py) --------------------------------------------
 def test_float32_ties_round_to_even_and_specials():
     rng = np.random.default_rng(0)
     values = np.concatenate([_ties_and_neighbours(rng, 4000), np.array(

@@ -1,6 +1,6 @@
 """Every regime reads its input once and writes its output once: bytes moved <= 1.05 x ideal.
 
-Bytes are counted in Triton's interpreter by ``benchmarks/memtrace.py`` (mask-true lanes of every
+Bytes are counted in Triton's interpreter by ``tritonml/bench/memtrace.py`` (mask-true lanes of every
 load, store and atomic, times the element size, plus torch-side fills). The ideal is computed here,
 from shapes and dtypes alone: input bytes + output bytes. The instrument itself is checked first
 on kernels whose traffic is known by construction.
@@ -18,11 +18,11 @@ import triton
 import triton.language as tl
 
 from benchmarks.cases import cuda_reduce_config, cuda_scan_config
-from benchmarks.memtrace import OTHER_REGION, trace_memory
-from benchmarks.tolerances import TOLERANCES
-from tritonml._config import ReduceConfig, ScanConfig
-from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes
-from tritonml.ops.scan import SUM, cumulative_scan
+from tritonml.bench.memtrace import OTHER_REGION, trace_memory
+from tritonml.bench.tolerances import TOLERANCES
+from tritonml_autotune.configs import ReduceConfig, ScanConfig
+from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+from tritonml.launchers.scan import SUM, cumulative_scan
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET,
                                 reason="bytes are counted in Triton's interpreter")
@@ -99,7 +99,7 @@ def test_memtrace_restores_the_interpreter():
 # ---------------------------------------------------------------------------------------------
 # name: (shape, axis, config or None for what the heuristics choose for CUDA, dtypes). Launches
 # expected per regime: 1 kernel and no memset (the look-back's status words are a resident
-# workspace, tritonml/ops/_resident.py). float16 where the workspace, kept in float32, weighs most
+# workspace, tritonml/runtime/resident.py). float16 where the workspace, kept in float32, weighs most
 # against the data.
 SCAN_LAUNCHES = {"rows": (1, 0), "columns": (1, 0), "lookback": (1, 0), "chunked": (1, 0)}
 F32, F16 = torch.float32, torch.float16

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tritonml._config import MAX_SCAN_WINDOW, ScanConfig
-from tritonml._layout import axis_layout
+from tritonml_autotune.configs import MAX_SCAN_WINDOW, ScanConfig
+from tritonml.core.layout import axis_layout
 from tritonml_autotune import (candidates, compiled, cost, devices, engine, heuristics,
                                long_scans, select, shipped, spaces, suite)
 from tritonml_autotune.problem import Problem

@@ -70,8 +70,8 @@ def test_help_texts_are_plain_text_without_rst_markup():
 
 
 def test_an_import_error_in_the_descriptor_commands_is_not_swallowed():
-    """A broken tritonml._dml_cli must fail loudly when its command runs, not silently."""
-    done = _python("import sys; sys.modules['tritonml._dml_cli'] = None\n"
+    """A broken tritonml.dml.cli must fail loudly when its command runs, not silently."""
+    done = _python("import sys; sys.modules['tritonml.dml.cli'] = None\n"
                    "from tritonml import cli\n"
                    "try:\n"
                    "    cli.main(['validate', 'op.json'])\n"

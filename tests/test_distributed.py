@@ -249,7 +249,7 @@ def _dtensor_cases(td, rank, world):
 
 
 def _bytes(td, rank):
-    from benchmarks.memtrace import trace_memory
+    from tritonml.bench.memtrace import trace_memory
     lengths = [64, 40, 24]
     x = _scan_values((4, sum(lengths)), torch.float32, "sum", 5)
     shard = _shard(x, 1, lengths, rank)

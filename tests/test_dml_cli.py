@@ -1,7 +1,7 @@
 """`tritonml run` / `tritonml validate`: round trips through real .npy files, against numpy.
 
 Most tests go through ``tritonml.cli.main`` (the console command's entry point, which mounts
-``tritonml._dml_cli.add_subcommands``); one runs the real console command in a subprocess.
+``tritonml.dml.cli.add_subcommands``); one runs the real console command in a subprocess.
 """
 from __future__ import annotations
 
@@ -16,8 +16,9 @@ import pytest
 
 import torch
 
-from benchmarks.tolerances import TOLERANCES
-from tritonml import _dml_cli, cli
+from tritonml.bench.tolerances import TOLERANCES
+from tritonml.dml import cli as _dml_cli
+from tritonml import cli
 
 MAIN = cli.main
 
@@ -295,7 +296,7 @@ def test_validate_reports_every_broken_field_of_a_malformed_document(tmp_path, c
 
 
 def test_validate_and_run_via_python_m_module(tmp_path):
-    """``python -m tritonml._dml_cli`` works on its own (without tritonml.cli)."""
+    """``python -m tritonml.dml.cli`` works on its own (without tritonml.cli)."""
     path = write_json(tmp_path / "op.json", scan_doc())
     assert _dml_cli.main(["validate", str(path), "--feature-level", "4_0"]) == 0
 

@@ -1,11 +1,11 @@
 """Reductions chosen for a GPU keep its SMs busy: checked on recorded launches, with the time model.
 
 Under ``tritonml.tuning.target(...)`` the launches a GPU would run are recorded without running
-(``tritonml._trace.record(execute=False)``). For each: at most 2 launches; the launch that reads the
+(``tritonml.runtime.trace.record(execute=False)``). For each: at most 2 launches; the launch that reads the
 input has at least one program per SM when the input has >= 2**20 elements; bytes moved (counted
 from the config, see ``analytic_bytes``) <= 1.05 x (input + output); modeled time
 (``autotune/model.py``) <= 1.25 x one ideal launch. The byte count is checked against the
-interpreter's count (``benchmarks/memtrace.py``) on small shapes, and the configs the heuristic
+interpreter's count (``tritonml/bench/memtrace.py``) on small shapes, and the configs the heuristic
 picks for the large shapes are run, forced on smaller shapes of the same regime, against the
 numpy oracle.
 """
@@ -17,13 +17,13 @@ import pytest
 import torch
 
 import tritonml  # first: chooses interpreted Triton on a machine without CUDA
-from tritonml import _trace
-from tritonml._config import ReduceConfig
-from tritonml._dtypes import TORCH_DTYPE
-from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes
+from tritonml.runtime import trace as _trace
+from tritonml_autotune.configs import ReduceConfig
+from tritonml.core.dtypes import TORCH_DTYPE
+from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
 from tritonml_autotune import devices, model
 
-from benchmarks.memtrace import trace_memory
+from tritonml.bench.memtrace import trace_memory
 from reduce_helpers import assert_matches, expected_tensor
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="runs in Triton's interpreter")
@@ -147,7 +147,7 @@ def test_analytic_bytes_match_the_interpreter(case):
 ])
 def test_chosen_configs_match_the_oracle_on_smaller_shapes(case, small_shape):
     from tritonml_autotune.heuristics import reduce_config
-    from tritonml._layout import reduce_layout
+    from tritonml.core.layout import reduce_layout
 
     shape, axes, function, dtype, keepdims = CASES[case]
     big = torch.empty(shape, dtype=dtype)

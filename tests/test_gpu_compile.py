@@ -2,7 +2,7 @@
 needed), and the compiled code is what the design says: 128-bit global accesses for aligned
 contiguous float32 data, no spills.
 
-One subprocess per core runs compiled Triton (``benchmarks/gpu_compile.py``); the cases come from
+One subprocess per core runs compiled Triton (``tritonml/bench/gpu_compile.py``); the cases come from
 tests/gpu_compile_cases.py: regime (rows, columns, look-back, the tuner's taller look-back tile) x
 dtype x direction x exclusive = 192 launches per arch, plus the ``initial=`` carry-in's
 (HAS_INITIAL) launches for float32 and int32 in every regime (32 per arch). The chunked regime's
@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from benchmarks.gpu_compile import compile_in_subprocess, run_workers
+from tritonml.bench.gpu_compile import compile_in_subprocess, run_workers
 from gpu_compile_cases import (CHUNKED_DTYPES, INITIAL_DTYPES, all_chunked_launches,
                                carry_scan_launches, initial_scan_launches, scan_launches)
 

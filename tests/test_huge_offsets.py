@@ -12,10 +12,10 @@ import pytest
 import torch
 
 import tritonml
-from tritonml import _trace
-from tritonml._config import ReduceConfig, ScanConfig
-from tritonml.ops.reduce import COMBINES, reduce_axes
-from tritonml.ops.scan import PRODUCT, SUM, cumulative_scan
+from tritonml.runtime import trace as _trace
+from tritonml_autotune.configs import ReduceConfig, ScanConfig
+from tritonml.launchers.reduce import COMBINES, reduce_axes
+from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
 from reduce_helpers import expected_tensor, assert_matches
 from scan_oracle import scan_reference
 

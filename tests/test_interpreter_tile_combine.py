@@ -1,4 +1,4 @@
-"""The interpreter runs a user-defined combine on whole tiles (tritonml/_triton_compat.py:
+"""The interpreter runs a user-defined combine on whole tiles (tritonml/core/triton_compat.py:
 ``scan_along``/``reduce_along`` by log-step doubling and halving) instead of Triton's one call
 per element. Checked against sequential Python loops with a non-commutative combine (2x2 matrix
 products), so a swapped operand or a dropped element would show."""
@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 import tritonml
-from tritonml._triton_compat import reduce_along, scan_along
+from tritonml.core.triton_compat import reduce_along, scan_along
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="checks the interpreter's path")
 

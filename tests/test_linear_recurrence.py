@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import tritonml
-from tritonml import _trace
+from tritonml.runtime import trace as _trace
 from tritonml.bench.memtrace import trace_memory
 from scan_oracle import to_numpy
-from tritonml.ops.recurrence import recurrence
+from tritonml.launchers.recurrence import recurrence
 
 FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 # Relative error bound of each float dtype's result against float64 (a few ulps of the output:

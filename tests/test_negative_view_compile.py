@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from tritonml import _layout, _trace
-from tritonml._dtypes import ACC_TORCH_DTYPE
-from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes
-from tritonml.ops.scan import PRODUCT, SUM, cumulative_scan
+from tritonml.core import layout as _layout
+from tritonml.runtime import trace as _trace
+from tritonml.core.dtypes import ACC_TORCH_DTYPE
+from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
 from tritonml_autotune.heuristics import reduce_config
 from gpu_compile_cases import SCAN_REGIME_SHAPES, compile_in_subprocess, describe, regime_config
 from reduce_helpers import GPU_REGIME_SHAPES

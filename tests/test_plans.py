@@ -1,6 +1,6 @@
-"""The in-process plans (tritonml/_plan.py), the direct eager path of the public functions
-(tritonml/library/_define.py: direct_call_allowed) and the relaunch cache key of compiled kernels
-(tritonml/_triton_compat.py: launch_compiled).
+"""The in-process plans (tritonml/runtime/plan.py), the direct eager path of the public functions
+(tritonml/torch_ops/define.py: direct_call_allowed) and the relaunch cache key of compiled kernels
+(tritonml/core/triton_compat.py: launch_compiled).
 
 Results are compared with numpy; the plan tests count how often a launcher plans, and check that
 every check that reads data pointers still runs on a plan reuse.
@@ -12,10 +12,12 @@ import pytest
 import torch
 
 import tritonml
-from tritonml import _plan, _triton_compat
-from tritonml.library import _define
-from tritonml.ops import reduce as reduce_ops
-from tritonml.ops import scan as scan_ops
+from tritonml.runtime import plan as _plan
+from tritonml.core import triton_compat as _triton_compat
+from tritonml.torch_ops import define as _define
+from tritonml.launchers import reduce as reduce_ops
+from tritonml.launchers import scan as scan_ops
+from tritonml_autotune.configs import ScanConfig
 
 
 @pytest.fixture
@@ -245,14 +247,14 @@ def test_meta_parameters_are_ordered_as_the_kernel_declares_them():
 def test_candidates_are_never_timed_on_the_interpreter_or_under_tracing():
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from tritonml.ops import _scratch
+    from tritonml.runtime import scratch as _scratch
     assert not _scratch.can_time(torch.ones(3))
     with FakeTensorMode() as mode:
         assert not _scratch.can_time(mode.from_tensor(torch.ones(3)))
 
 
 def test_scratch_runners_share_one_allocation_and_never_touch_the_callers_tensors():
-    from tritonml.ops import _scratch
+    from tritonml.runtime import scratch as _scratch
     allocations, launched = [], []
 
     def make_tensors():
@@ -280,8 +282,8 @@ def test_a_prepared_launch_passes_exactly_what_a_full_launch_passes(monkeypatch)
     from triton.runtime.jit import JITFunction
 
     from tritonml.kernels.scan import scan_tiled_kernel
-    from tritonml.ops import _steps
-    from tritonml.ops.scan import SUM, scan_work
+    from tritonml.runtime import steps as _steps
+    from tritonml.launchers.scan import SUM, scan_work
 
     class Kernel:  # the compiled-mode kernel's parameter list (its hash would need compiled mode)
         params = JITFunction(scan_tiled_kernel.fn).params
@@ -307,9 +309,9 @@ def test_a_prepared_launch_passes_exactly_what_a_full_launch_passes(monkeypatch)
 
     monkeypatch.setattr(_triton_compat.driver, "_active", Driver())
     x, out = torch.empty(16, 256), torch.empty(16, 256)
-    layout = tritonml._layout.axis_layout((16, 256), x.stride(), out.stride(), 1)
+    layout = tritonml.core.layout.axis_layout((16, 256), x.stride(), out.stride(), 1)
     work = scan_work(layout, SUM, x.dtype, False, False, reverse=True, exclusive=False,
-                     config=tritonml._config.ScanConfig("rows", 256, 4, 4))
+                     config=ScanConfig("rows", 256, 4, 4))
     (step,) = work.steps
     prepared = _triton_compat.PreparedLaunch(kernel, step.launch.grid, step.launch.tail,
                                              step.launch.meta)

@@ -13,8 +13,9 @@ import pytest
 import torch
 
 import tritonml
-from tritonml import _trace, examples
-from tritonml._dtypes import FLOAT_DTYPES, INT_DTYPES
+from tritonml.runtime import trace as _trace
+from tritonml import examples
+from tritonml.core.dtypes import FLOAT_DTYPES, INT_DTYPES
 
 from reduce_helpers import (ALL_DTYPES, FLOAT_ONLY, FUNCTIONS, INDEX_FUNCTIONS, LAYOUTS,
                             assert_matches, bits, expected_tensor, make_input, result_shape, strided_out,

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import tritonml
-from tritonml import _trace
-from tritonml._config import ReduceConfig
-from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes
+from tritonml.runtime import trace as _trace
+from tritonml_autotune.configs import ReduceConfig
+from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
 
 from reduce_helpers import FLOAT_ONLY, bits
 

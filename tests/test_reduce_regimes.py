@@ -9,11 +9,11 @@ import pytest
 import torch
 
 import tritonml
-from tritonml import _trace
-from tritonml._config import ReduceConfig
-from tritonml._layout import ReduceLayout, reduce_layout
-from tritonml.ops import _resident
-from tritonml.ops.reduce import COMBINES, ReduceFunction, launch_reduce, reduce_axes
+from tritonml.runtime import trace as _trace
+from tritonml_autotune.configs import ReduceConfig
+from tritonml.core.layout import ReduceLayout, reduce_layout
+from tritonml.runtime import resident as _resident
+from tritonml.launchers.reduce import COMBINES, ReduceFunction, launch_reduce, reduce_axes
 from tritonml_autotune import spaces
 from tritonml_autotune.heuristics import reduce_config
 

@@ -11,8 +11,8 @@ import triton
 import triton.language as tl
 
 import tritonml
-from tritonml import _trace
-from tritonml._config import ReduceConfig
+from tritonml.runtime import trace as _trace
+from tritonml_autotune.configs import ReduceConfig
 
 welford = tritonml.reductions.welford
 welford_biased = tritonml.reductions.welford_biased
@@ -410,7 +410,7 @@ def test_runs_under_torch_compile_as_a_graph_break():
 
 
 # ---------------------------------------------------------------------------------------------
-# Bytes moved (counted in the interpreter by benchmarks/memtrace.py)
+# Bytes moved (counted in the interpreter by tritonml/bench/memtrace.py)
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("shape, axes, config", [
     ((16, 4096), (1,), ReduceConfig("rows", 1024, 4, num_warps=8)),
@@ -419,7 +419,7 @@ def test_runs_under_torch_compile_as_a_graph_break():
 ], ids=["rows", "columns", "split"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_welford_reads_input_once_and_writes_outputs_once(shape, axes, config, dtype):
-    from benchmarks.memtrace import trace_memory
+    from tritonml.bench.memtrace import trace_memory
 
     x = torch.rand(shape, dtype=torch.float64).to(dtype)
     with trace_memory({"input": x}) as trace:

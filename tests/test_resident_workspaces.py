@@ -1,4 +1,4 @@
-"""Resident workspaces (tritonml/ops/_resident.py): the look-back scan and the one-launch split
+"""Resident workspaces (tritonml/runtime/resident.py): the look-back scan and the one-launch split
 reduction start from a workspace an earlier launch left, with no memset launch, and get the numpy
 oracle's results whatever ran before them on the same stream."""
 from __future__ import annotations
@@ -9,13 +9,13 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import tritonml
-from tritonml import _trace
-from tritonml._config import ReduceConfig, ScanConfig
-from tritonml.ops import _resident
-from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes
-from tritonml.ops.scan import SUM, cumulative_scan
+from tritonml.runtime import trace as _trace
+from tritonml_autotune.configs import ReduceConfig, ScanConfig
+from tritonml.runtime import resident as _resident
+from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+from tritonml.launchers.scan import SUM, cumulative_scan
 
-from benchmarks.memtrace import trace_memory
+from tritonml.bench.memtrace import trace_memory
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="runs in Triton's interpreter")
 

@@ -14,7 +14,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 import tritonml
-from tritonml import _trace
+from tritonml.runtime import trace as _trace
 from tritonml.routing import disable, enable, use_tritonml
 
 CPU = ("cpu",)

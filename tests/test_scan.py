@@ -10,8 +10,9 @@ import pytest
 import torch
 
 import tritonml
-from tritonml import _trace, examples
-from tritonml._dtypes import SUPPORTED_DTYPES
+from tritonml.runtime import trace as _trace
+from tritonml import examples
+from tritonml.core.dtypes import SUPPORTED_DTYPES
 from scan_oracle import accumulation_allowance, scan_matches, to_numpy
 
 OPS = {"sum": tritonml.cumulative_sum, "prod": tritonml.cumulative_product}

@@ -22,13 +22,13 @@ import torch
 from triton.runtime import interpreter
 
 import tritonml
-from tritonml import _layout, _plan, _trace
-from tritonml._config import ScanConfig
-from tritonml._dtypes import ACC_TORCH_DTYPE, SUPPORTED_DTYPES
+from tritonml.core import layout as _layout
+from tritonml.runtime import plan as _plan, trace as _trace
+from tritonml_autotune.configs import ScanConfig
+from tritonml.core.dtypes import ACC_TORCH_DTYPE, SUPPORTED_DTYPES
 from tritonml.kernels.combine import compose_affine
-from tritonml.ops import _resident
-from tritonml.ops.scan import (PRODUCT, SUM, associative_scan_states, cumulative_scan,
-                               scan_work)
+from tritonml.runtime import resident as _resident
+from tritonml.launchers.scan import PRODUCT, SUM, associative_scan_states, cumulative_scan, scan_work
 from tritonml_autotune import select
 
 from scan_oracle import accumulation_allowance, scan_matches, scan_reference, to_numpy

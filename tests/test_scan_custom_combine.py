@@ -9,8 +9,8 @@ import torch
 import triton
 import triton.language as tl
 
-from tritonml._config import ScanConfig
-from tritonml.ops.scan import ScanCombine, cumulative_scan
+from tritonml_autotune.configs import ScanConfig
+from tritonml.launchers.scan import ScanCombine, cumulative_scan
 
 
 @triton.jit
@@ -48,7 +48,7 @@ def test_user_defined_combine_runs_in_every_regime(config, reverse, exclusive):
 def test_user_defined_combine_compiles_for_sm80_and_sm90(monkeypatch):
     import os
 
-    from tritonml import _trace
+    from tritonml.runtime import trace as _trace
     from gpu_compile_cases import compile_in_subprocess, describe
 
     x = torch.empty((4, 1 << 16), dtype=torch.float32)

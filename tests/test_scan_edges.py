@@ -8,10 +8,10 @@ import pytest
 import torch
 
 import tritonml
-from tritonml import _trace
-from tritonml._config import ScanConfig
-from tritonml.ops.scan import SUM, cumulative_scan
-from benchmarks.tolerances import TOLERANCES
+from tritonml.runtime import trace as _trace
+from tritonml_autotune.configs import ScanConfig
+from tritonml.launchers.scan import SUM, cumulative_scan
+from tritonml.bench.tolerances import TOLERANCES
 from scan_oracle import scan_reference, to_numpy
 
 

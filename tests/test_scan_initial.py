@@ -9,9 +9,10 @@ import torch
 from torch.library import opcheck
 
 import tritonml
-from tritonml import _layout, _trace
-from tritonml._config import ScanConfig
-from tritonml.ops.scan import PRODUCT, SUM, cumulative_scan
+from tritonml.core import layout as _layout
+from tritonml.runtime import trace as _trace
+from tritonml_autotune.configs import ScanConfig
+from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
 from scan_oracle import accumulation_allowance, scan_matches, to_numpy
 from test_scan import random_values
 
@@ -183,7 +184,7 @@ def test_float32_chunks_with_an_accumulation_dtype_carry_equal_one_scan(exclusiv
     # the low bits the float64 tally keeps
     x = torch.from_numpy((1000.0 + rng.standard_normal((3, 512))).astype(np.float32))
     for reverse in (False, True):
-        whole = tritonml.ops.scan.cumulative_scan(x, 1, SUM, reverse=reverse, exclusive=exclusive,
+        whole = tritonml.launchers.scan.cumulative_scan(x, 1, SUM, reverse=reverse, exclusive=exclusive,
                                                   config=config)
         flipped = x.double().numpy()[:, ::-1] if reverse else x.double().numpy()
         expected = np.cumsum(flipped, 1)
@@ -347,7 +348,7 @@ def test_fake_kernels_check_the_initial():
 def test_an_initial_that_requires_grad_goes_through_the_op():
     x = torch.ones(3, 4, dtype=torch.float64)
     initial = torch.ones(3, dtype=torch.float64, requires_grad=True)
-    assert not tritonml.library._define.direct_call_allowed(x, None, (initial,))
+    assert not tritonml.torch_ops.define.direct_call_allowed(x, None, (initial,))
     result = tritonml.cumulative_sum(x, 1, initial=initial)
     assert type(result.grad_fn).__name__ == "CumulativeSumBackward"
 

@@ -8,9 +8,9 @@ import torch
 from triton.runtime import interpreter
 
 import tritonml
-from tritonml import _trace
-from tritonml._config import ScanConfig
-from tritonml.ops.scan import PRODUCT, SUM, cumulative_scan
+from tritonml.runtime import trace as _trace
+from tritonml_autotune.configs import ScanConfig
+from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
 from scan_oracle import accumulation_allowance, round_to, scan_matches, to_numpy, ulp
 
 LONG = 1 << 17

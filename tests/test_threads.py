@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 import tritonml
-from tritonml import _backend, _trace, _triton_compat
+from tritonml.core import backend as _backend, triton_compat as _triton_compat
+from tritonml.runtime import trace as _trace
 from reduce_helpers import FUNCTIONS, assert_matches, expected_tensor
 from scan_oracle import scan_matches, to_numpy
 

@@ -14,7 +14,7 @@ from torch.library import opcheck
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import tritonml
-from tritonml import _trace
+from tritonml.runtime import trace as _trace
 from reduce_helpers import assert_matches, expected_tensor
 from scan_oracle import scan_matches, to_numpy
 

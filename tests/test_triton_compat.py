@@ -1,4 +1,4 @@
-"""Private Triton API is used in one module, tritonml/_triton_compat.py, and what it relies on is
+"""Private Triton API is used in one module, tritonml/core/triton_compat.py, and what it relies on is
 there in the installed Triton."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import re
 import pytest
 import triton.language as tl
 
-from tritonml import _triton_compat
+from tritonml.core import triton_compat as _triton_compat
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-COMPAT = REPO / "tritonml" / "_triton_compat.py"
+COMPAT = REPO / "tritonml" / "core" / "triton_compat.py"
 # tritonml itself, and the tooling that instruments and compiles its kernels.
 SCANNED = ("tritonml", "benchmarks")
 
@@ -44,7 +44,7 @@ def test_a_missing_private_name_is_reported_by_name(monkeypatch):
     missing = _triton_compat.check()
     assert missing == ["triton.language.standard._sum_combine (not found)"]
     message = _triton_compat.check_message(missing)
-    assert "tritonml/_triton_compat.py" in message
+    assert "tritonml/core/triton_compat.py" in message
     assert "triton.language.standard._sum_combine" in message
 
 
@@ -90,5 +90,5 @@ def test_no_module_but_the_compat_module_touches_private_triton_api():
                 continue
             for lineno, text in private_triton_uses(path.read_text(encoding="utf-8")):
                 offenders.append(f"{path.relative_to(REPO)}:{lineno}: {text}")
-    assert not offenders, ("private Triton API belongs in tritonml/_triton_compat.py only:\n"
+    assert not offenders, ("private Triton API belongs in tritonml/core/triton_compat.py only:\n"
                            + "\n".join(offenders))

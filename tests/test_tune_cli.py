@@ -9,8 +9,9 @@ import math
 import pytest
 import torch
 
-from tritonml import _trace, cli, tuning
-from tritonml._config import ReduceConfig
+from tritonml.runtime import trace as _trace
+from tritonml import cli, tuning
+from tritonml_autotune.configs import ReduceConfig
 from tritonml_autotune import devices, engine, select, shipped, suite
 
 

@@ -19,8 +19,8 @@ import torch
 import tritonml
 import tritonml.tuning
 import tritonml_autotune.heuristics as heuristics
-from tritonml import _plan, _trace
-from tritonml._layout import axis_layout, reduce_layout
+from tritonml.runtime import plan as _plan, trace as _trace
+from tritonml.core.layout import axis_layout, reduce_layout
 from tritonml_autotune import devices, model, select, spaces
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -212,7 +212,7 @@ def test_no_target_leaves_the_choice_to_the_device_type():
 
 _CHILD = """
 import json, torch, tritonml
-from tritonml import _plan, _trace
+from tritonml.runtime import trace as _trace
 x = torch.empty(4, 8192)
 with _trace.record(execute=False) as rec:
     tritonml.reduce(x, tritonml.ReduceFunction.SUM, (1,))

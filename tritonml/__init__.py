@@ -1,27 +1,27 @@
 """tritonml: DirectML's scan and reduction operators as Triton kernels on torch tensors.
 
 CUDA tensors run compiled Triton; CPU tensors run the same kernels through Triton's interpreter
-(chosen at import, see ``tritonml._backend``).
+(chosen at import, see ``tritonml.core.backend``).
 """
-from . import _backend  # first: chooses compiled or interpreted Triton before triton is imported
+from .core import backend as _backend  # first: chooses compiled or interpreted Triton before triton is imported
 
-from ._reduce_function import ReduceFunction
-from .library.reduce import reduce
-from .library.reduce_with import reduce_with
-from .ops.reduce_with import Reduction
-from .library.scan import cumulative_product, cumulative_sum
+from .core.reduce_function import ReduceFunction
+from .torch_ops.reduce import reduce
+from .torch_ops.reduce_with import reduce_with
+from .launchers.reduce_with import Reduction
+from .torch_ops.scan import cumulative_product, cumulative_sum
 from .dsl import CombineError, associative_scan
-from .library.recurrence import linear_recurrence
+from .torch_ops.recurrence import linear_recurrence
 from .routing import disable, enable, use_tritonml
 from . import tuning
 from . import reductions
 
 import torch as _torch
 if _torch.distributed.is_available():
-    # DTensor rules for torch.ops.tritonml.* (library/_dtensor.py). The imports above have loaded
+    # DTensor rules for torch.ops.tritonml.* (torch_ops/dtensor.py). The imports above have loaded
     # torch._dynamo (torch.compiler.disable), which loads torch.distributed.tensor: no import
     # time added.
-    from .library import _dtensor as _dtensor_rules
+    from .torch_ops import dtensor as _dtensor_rules
     _dtensor_rules.register()
 
 from tritonml_cli import __version__  # one place, importable without torch (the CLI needs it)

@@ -48,7 +48,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_info(args) -> int:
-    from . import _backend
+    from .core import backend as _backend
 
     print(f"tritonml {__version__}")
     for key, value in _backend.describe().items():
@@ -72,7 +72,7 @@ def _tune_work(args) -> list:
             raise ValueError(f"--ops: unknown {', '.join(unknown)}; known: all, {', '.join(known)}")
         ops = [name if name in known else name.upper() for name in ops]
     dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()] if args.dtypes else None
-    from ._dtypes import DTYPE_BY_NAME
+    from .core.dtypes import DTYPE_BY_NAME
     unknown = [d for d in dtypes or () if d not in DTYPE_BY_NAME]
     if unknown:
         raise ValueError(f"--dtypes: unknown {', '.join(unknown)}; known: {', '.join(DTYPE_BY_NAME)}")

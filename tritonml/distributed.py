@@ -22,14 +22,14 @@ from typing import List, Optional, Sequence
 import torch
 import torch.distributed as dist
 
-from . import _checks
-from ._dtypes import is_float
-from ._reduce_function import ReduceFunction
-from .library.reduce import reduce as _reduce
-from .library.scan import cumulative_product as _cumulative_product
-from .library.scan import cumulative_sum as _cumulative_sum
-from .ops.reduce import check_index_dtype
-from .ops.scan import check_initial_meta
+from .core import checks as _checks
+from .core.dtypes import is_float
+from .core.reduce_function import ReduceFunction
+from .torch_ops.reduce import reduce as _reduce
+from .torch_ops.scan import cumulative_product as _cumulative_product
+from .torch_ops.scan import cumulative_sum as _cumulative_sum
+from .launchers.reduce import check_index_dtype
+from .launchers.scan import check_initial_meta
 
 __all__ = ["cumulative_sum", "cumulative_product", "associative_scan", "reduce",
            "METADATA_TIMEOUT"]

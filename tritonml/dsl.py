@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from .library import _dtensor
-from .ops._state_combine import CombineError
-from .ops.scan import associative_scan_states
+from .torch_ops import dtensor as _dtensor
+from .launchers.state_combine import CombineError
+from .launchers.scan import associative_scan_states
 
 __all__ = ["associative_scan", "CombineError"]
 

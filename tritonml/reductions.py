@@ -32,10 +32,10 @@ import torch
 import triton
 import triton.language as tl
 
-from . import _backend
-from ._dtypes import dtype_name
+from .core import backend as _backend
+from .core.dtypes import dtype_name
 from .kernels.combine import merge_along
-from .ops.reduce_with import Reduction
+from .launchers.reduce_with import Reduction
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 

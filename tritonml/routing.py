@@ -393,7 +393,7 @@ def _dtensor(t) -> bool:
 
 def _readable(t) -> bool:
     """A plain strided tensor ours can read or write, on a routed device; or a DTensor whose
-    local shard is one (tritonml's ops take DTensors: library/_dtensor.py)."""
+    local shard is one (tritonml's ops take DTensors: torch_ops/dtensor.py)."""
     if _dtensor(t):
         return _readable(t.to_local())
     if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.layout != torch.strided:

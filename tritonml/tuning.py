@@ -21,7 +21,7 @@ from tritonml_autotune import devices, select
 from tritonml_autotune.devices import TARGET_ENV, Device
 from tritonml_autotune.engine import set_timing, timing
 
-from . import _plan
+from .runtime import plan as _plan
 
 __all__ = ["Device", "TARGET_ENV", "current", "device", "forget", "set_timing", "target", "targets",
            "timing"]
@@ -68,7 +68,7 @@ SCAN_OPS = {"cumulative_sum": "sum", "cumulative_product": "product"}
 
 def op_names() -> tuple:
     """Every op ``tritonml tune --ops`` knows: the two scans and the reduce functions."""
-    from ._reduce_function import ReduceFunction
+    from .core.reduce_function import ReduceFunction
     return tuple(SCAN_OPS) + tuple(f.name for f in ReduceFunction)
 
 
@@ -118,7 +118,7 @@ def _strides(shape) -> tuple:
 def plan_for(item, dtype, device):
     """The ``tritonml_autotune.select`` plan for a suite ``item`` (a contiguous input)."""
     from tritonml_autotune import select
-    from ._layout import axis_layout, reduce_layout
+    from .core.layout import axis_layout, reduce_layout
 
     shape = tuple(item.shape)
     if item.op in SCAN_OPS:
@@ -138,9 +138,9 @@ def runner_factory(item, dtype, device, layout):
     tensors allocated once (zeros: timing does not depend on the values)."""
     import torch
 
-    from .ops.reduce import COMBINES, launch_reduce
-    from .ops.scan import PRODUCT, SUM, launch_scan
-    from ._reduce_function import ReduceFunction
+    from .launchers.reduce import COMBINES, launch_reduce
+    from .launchers.scan import PRODUCT, SUM, launch_scan
+    from .core.reduce_function import ReduceFunction
 
     scratch = {}
 

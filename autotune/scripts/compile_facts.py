@@ -7,8 +7,8 @@
 
 The cost model (``tritonml_autotune.compiled``) reads the JSON instead of compiling at run time:
 compiling one launch takes ptxas about a second, too slow for a config choice. Each entry is one
-launch recorded with a forced config (``tritonml._trace.record(execute=False)``) and compiled for
-both archs by ``benchmarks/gpu_compile.py`` (compiled Triton in worker processes, one per core).
+launch recorded with a forced config (``tritonml.runtime.trace.record(execute=False)``) and compiled for
+both archs by ``tritonml/bench/gpu_compile.py`` (compiled Triton in worker processes, one per core).
 A tool of the repository, not part of the installed package: it imports tritonml and benchmarks.
 """
 from __future__ import annotations
@@ -26,15 +26,15 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 import tritonml  # noqa: E402,F401  (first: chooses interpreted Triton, so recording runs nothing)
-from tritonml import _trace  # noqa: E402
-from tritonml._config import ReduceConfig, ScanConfig  # noqa: E402
-from tritonml._dtypes import ACC_TORCH_DTYPE  # noqa: E402
-from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes  # noqa: E402
-from tritonml.ops.scan import SUM, cumulative_scan  # noqa: E402
+from tritonml.runtime import trace as _trace  # noqa: E402
+from tritonml_autotune.configs import ReduceConfig, ScanConfig  # noqa: E402
+from tritonml.core.dtypes import ACC_TORCH_DTYPE  # noqa: E402
+from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes  # noqa: E402
+from tritonml.launchers.scan import SUM, cumulative_scan  # noqa: E402
 from tritonml_autotune import compiled, spaces  # noqa: E402
 from tritonml_autotune.heuristics import widest_window  # noqa: E402
 
-from benchmarks.gpu_compile import compile_in_subprocess, describe  # noqa: E402
+from tritonml.bench.gpu_compile import compile_in_subprocess, describe  # noqa: E402
 
 OUTPUT = ROOT / "autotune" / "tables" / compiled.FILE_NAME
 ARCHS = (80, 90)

@@ -207,7 +207,7 @@ class Prepared:
     exact: bool                         # integer results (or indices): compared for equality
     launch: Optional[Callable[[], torch.Tensor]] = None
     compile_note: Optional[str] = None  # why torch.compile is not timed (None: it is)
-    """The launcher under the public function (``tritonml.ops``), same config choice and kernels:
+    """The launcher under the public function (``tritonml.launchers``), same config choice and kernels:
     what bytes are counted on, since memtrace sees the registered torch op as one opaque call."""
 
     def counted_run(self):
@@ -225,8 +225,8 @@ def prepare(entry: Entry, op: str, dtype: torch.dtype, shape: tuple, device="cpu
     """Allocate inputs and output for ``op`` of ``entry`` at ``shape``. Raises ``NotAvailable``
     when this build of tritonml lacks the op."""
     import tritonml
-    from tritonml.ops.reduce import COMBINES, ReduceFunction, reduce_axes
-    from tritonml.ops.scan import SUM, cumulative_scan
+    from ..launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+    from ..launchers.scan import SUM, cumulative_scan
 
     rank = len(shape)
     axes = tuple(range(rank)) if entry.axes is None else tuple(a % rank for a in entry.axes)
@@ -241,8 +241,8 @@ def prepare(entry: Entry, op: str, dtype: torch.dtype, shape: tuple, device="cpu
         # Measured at the launcher, as the scan and reduce entries are: a public function called
         # under the byte counter's dispatch mode goes through its torch op, which the counter
         # would add as torch work on top of the kernel's own loads and stores.
-        from tritonml.library.recurrence import linear_recurrence
-        from tritonml.ops.recurrence import recurrence
+        from ..torch_ops.recurrence import linear_recurrence
+        from ..launchers.recurrence import recurrence
         if function is linear_recurrence:
             function = recurrence
         return Prepared(lambda: function(gates, tokens, axis),

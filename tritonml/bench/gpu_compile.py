@@ -1,6 +1,6 @@
 """Compile recorded launches for real GPUs without a GPU, and read what they became.
 
-Triton can compile for a target it is not running on. A launch recorded by ``tritonml._trace``
+Triton can compile for a target it is not running on. A launch recorded by ``tritonml.runtime.trace``
 (usually with ``execute=False``) is turned into a JSON description (``describe``); a process
 running compiled Triton (``TRITON_INTERPRET=0``; CUDA is not needed) replays the runtime's own
 argument specialization (integer and alignment specialization, constexprs) and compiles it for
@@ -9,7 +9,7 @@ widths, registers and spills (``summarize``).
 
 Run as ``python -m tritonml.bench.gpu_compile < launches.json`` to print a JSON summary per launch
 and target; ``tritonml bench``, the tests and benchmarks/ do that through ``compile_in_subprocess``,
-since their own process interprets. (``benchmarks/gpu_compile.py`` re-exports this module.)
+since their own process interprets. (``tritonml/bench/gpu_compile.py`` re-exports this module.)
 """
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 
 import tritonml
-from tritonml import _triton_compat
-from tritonml._dtypes import DTYPE_BY_NAME
+from ..core import triton_compat as _triton_compat
+from ..core.dtypes import DTYPE_BY_NAME
 
 
 KERNEL_MODULES = ("tritonml.kernels.scan", "tritonml.kernels.scan_chunked",

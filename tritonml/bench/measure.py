@@ -8,7 +8,7 @@
   launch overhead each), fed the counted (bytes, programs) of every launch; compared with
   ``model.ideal_seconds`` (the ideal bytes in one launch at full bandwidth). Modeled, not measured.
 - ``describe_launches`` / ``compile_facts``: the launches recorded without running
-  (``tritonml._trace.record(execute=False)``) and compiled for sm_90 in a compiled-mode subprocess
+  (``tritonml.runtime.trace.record(execute=False)``) and compiled for sm_90 in a compiled-mode subprocess
   (``gpu_compile``): widest global load and store, registers, spills.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import json
 import time
 
 import tritonml
-from tritonml import _trace
+from ..runtime import trace as _trace
 
 from . import gpu_compile
 from .memtrace import OTHER_REGION, trace_memory

@@ -7,12 +7,12 @@ regime's synchronization, not data). Torch work that a launcher does around its 
 workspace, a copy) is counted too, from torch's dispatcher, as the launches it would be on a GPU.
 
 The interpreter reports each memory operation and each kernel launch through
-``tritonml._triton_compat.interpreter_hooks`` (Triton has no public hook for either; that module
+``tritonml.core.triton_compat.interpreter_hooks`` (Triton has no public hook for either; that module
 keeps the private details and the Triton versions they were checked against). Launches split the
 bytes per kernel, and torch operations that the interpreter itself performs to stage arguments are
 not counted.
 
-Independent of tritonml's internals except those hooks and ``tritonml._trace.record()``, whose
+Independent of tritonml's internals except those hooks and ``tritonml.runtime.trace.record()``, whose
 launch record is kept (``MemTrace.recorded``) to cross-check the launches the interpreter ran
 (``MemTrace.unrecorded_kernels``).
 
@@ -32,8 +32,9 @@ import numpy as np
 import torch
 
 import tritonml  # noqa: F401  (first: chooses interpreted Triton before triton is imported)
-from tritonml import _trace, _triton_compat
-from tritonml._checks import byte_span
+from ..runtime import trace as _trace
+from ..core import triton_compat as _triton_compat
+from ..core.checks import byte_span
 
 import triton
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -105,7 +106,7 @@ class MemTrace:
     track_distinct: bool = True
     kernels: List[KernelLaunch] = field(default_factory=list)
     torch_work: List[TorchWork] = field(default_factory=list)
-    recorded: list = field(default_factory=list)   # tritonml._trace launches (kernel, grid, args)
+    recorded: list = field(default_factory=list)   # tritonml.runtime.trace launches (kernel, grid, args)
     _addresses: Dict[tuple, list] = field(default_factory=dict)  # (region, kind) -> [addr arrays]
     _current: Optional[KernelLaunch] = None
 
@@ -140,7 +141,7 @@ class MemTrace:
 
     @property
     def unrecorded_kernels(self) -> int:
-        """Kernels the interpreter ran that tritonml._trace did not record (0 for tritonml ops:
+        """Kernels the interpreter ran that tritonml.runtime.trace did not record (0 for tritonml ops:
         every launch goes through ``_trace.launch``; more means a launch bypassed it)."""
         return len(self.kernels) - len(self.recorded)
 
@@ -264,7 +265,7 @@ class _TorchWorkCounter(TorchDispatchMode):
     """Counts torch operations run outside interpreted kernels (i.e. by the launcher)."""
 
     # It only watches: launches under it run eagerly, and may keep resident workspaces
-    # (tritonml/ops/_resident.py), whose one-time zeroing no call's traffic includes.
+    # (tritonml/runtime/resident.py), whose one-time zeroing no call's traffic includes.
     observes_only = True
 
     def __init__(self, trace: MemTrace):

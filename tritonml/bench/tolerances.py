@@ -11,7 +11,7 @@ differently:
 - ``scan_ulps``: scans count the error in units in the last place of the result dtype:
   ``|got - want| <= scan_ulps * ulp(want) + accumulation allowance`` (``tests/scan_oracle.py``).
 - ``acc_roundoff``: the unit roundoff of the type the dtype accumulates in (``ACC_DTYPE`` in
-  ``tritonml/_dtypes.py``), from which ``tests/scan_oracle.accumulation_allowance`` builds the
+  ``tritonml/core/dtypes.py``), from which ``tests/scan_oracle.accumulation_allowance`` builds the
   allowance: a running sum's error is relative to the running sum of ``|x|``, not to the (possibly
   cancelled) result.
 - ``rtol``, ``atol``: reductions (``tests/reduce_helpers.py``), DirectML execution

@@ -16,7 +16,7 @@ from typing import Iterable, Optional, Sequence, Union
 
 import torch
 
-from .._layout import last_offset
+from ..core.layout import last_offset
 from .enums import (DEFAULT_FEATURE_LEVEL, AxisDirection, DataType, LevelArg, ReduceFunction,
                     TensorFlags, parse_reduce_function)
 from .errors import DescriptorError, Problem, join_path

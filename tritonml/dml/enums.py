@@ -2,7 +2,7 @@
 limits of DML_BUFFER_TENSOR_DESC.
 
 ``ReduceFunction`` is the library's one enum (``tritonml.ReduceFunction``, defined in
-``tritonml._reduce_function``); descriptor fields read it through ``parse_reduce_function``, which
+``tritonml.core.reduce_function``); descriptor fields read it through ``parse_reduce_function``, which
 reports a bad value as a ``DescriptorError`` like every other field.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Optional, Union
 
 import torch
 
-from .._reduce_function import ReduceFunction
+from ..core.reduce_function import ReduceFunction
 from .errors import DescriptorError
 
 UINT32_MAX = 2**32 - 1

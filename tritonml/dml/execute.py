@@ -5,7 +5,7 @@ A buffer plus a TensorDesc becomes one ``torch.as_strided`` view, and the views 
 scan and reduce launchers unchanged (no copies). Every problem with a buffer is a DescriptorError
 naming it (``input_buffer`` / ``output_buffer``), raised before anything is written; that includes
 the tensors torch cannot hand to a kernel (sparse, quantized, nested, meta, ZeroTensor), which
-``tritonml._checks.check_readable`` finds and the rest of tritonml reports as a TypeError: here a
+``tritonml.core.checks.check_readable`` finds and the rest of tritonml reports as a TypeError: here a
 buffer is one more field of the call, so its problems are reported like the descs'.
 """
 from __future__ import annotations
@@ -14,9 +14,9 @@ from typing import Optional
 
 import torch
 
-from .. import _backend, _checks
-from ..ops.reduce import COMBINES, reduce_axes
-from ..ops.scan import PRODUCT, SUM, cumulative_scan
+from ..core import backend as _backend, checks as _checks
+from ..launchers.reduce import COMBINES, reduce_axes
+from ..launchers.scan import PRODUCT, SUM, cumulative_scan
 from .descs import SCAN_DESCS, CumulativeSummationOperatorDesc, OperatorDesc, ReduceOperatorDesc, TensorDesc
 from .enums import DEFAULT_FEATURE_LEVEL, AxisDirection, FeatureLevel, LevelArg, ReduceFunction, parse_level
 from .errors import DescriptorError

@@ -7,13 +7,13 @@ so non-commutative combines work in both directions.
 Why ``add``/``mul`` are Triton's own objects: Triton's interpreter recognizes its standard combine
 functions by identity and runs them through numpy (``np.cumsum``, ``np.sum``), one call per tile;
 any other combine goes through ``scan_along``/``reduce_along``'s whole-tile path (log2 of the tile
-length calls, tritonml/_triton_compat.py). Using Triton's objects keeps CPU runs fastest and changes
+length calls, tritonml/core/triton_compat.py). Using Triton's objects keeps CPU runs fastest and changes
 nothing on the GPU.
 """
 from __future__ import annotations
 
-from .. import _backend, _triton_compat
-from .._triton_compat import reduce_along, scan_along
+from ..core import backend as _backend, triton_compat as _triton_compat
+from ..core.triton_compat import reduce_along, scan_along
 
 import triton
 import triton.language as tl
@@ -45,7 +45,7 @@ def compose_affine(earlier, later):
 
 # ``scan_along(input, axis, combine_fn, reverse=False)`` and ``reduce_along(input, axis, combine_fn,
 # keep_dims=False)``: ``tl.associative_scan`` and ``tl.reduce`` with ``combine_fn`` taken from a
-# ``tl.constexpr`` parameter (tritonml/_triton_compat.py says why they are shims).
+# ``tl.constexpr`` parameter (tritonml/core/triton_compat.py says why they are shims).
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,10 +1,10 @@
 """Address arithmetic shared by the kernels: a program's index to element offsets.
 
-Sizes and strides arrive as tuples (see ``tritonml._layout``), outermost first, padded with size-1
+Sizes and strides arrive as tuples (see ``tritonml.core.layout``), outermost first, padded with size-1
 / stride-0 entries; Triton specializes integer arguments equal to 1 into constants, so padding
 costs nothing in compiled code.
 """
-from .. import _backend  # noqa: F401
+from ..core import backend as _backend  # noqa: F401
 
 import triton
 import triton.language as tl

@@ -8,7 +8,7 @@ identity (IDENTITIES). The twelve DirectML functions read one input and write on
 single pointers; ``tritonml.reduce_with`` passes tuples of pointers (PTR_TUPLES), for any number
 of inputs and outputs of one shape and one workspace per state component.
 
-The input is viewed (by tritonml/ops/reduce.py) as
+The input is viewed (by tritonml/launchers/reduce.py) as
 
     outer dims (kept) x inner (one kept dim, tiled) x reduced dims (flattened)
 
@@ -24,7 +24,7 @@ lane, BLOCK_AXIS times shorter than the axis), and folds the lanes once at the e
   FOLD_LAST (one launch), each program then counts itself in on its chain's arrival counter (one
   integer atomic, acquire-release) and the last to arrive folds the chain's partial states in a
   fixed order, finishes, and puts the counter back to 0 for the next launch (a resident workspace,
-  tritonml/ops/_resident.py); the "last block" pattern of CUDA's threadFenceReduction sample and of
+  tritonml/runtime/resident.py); the "last block" pattern of CUDA's threadFenceReduction sample and of
   CUB's single-pass reductions. Without it, ``reduce_partials_kernel`` folds them in a second
   launch. Either way the states fold in the same order, so both give the same bits.
 
@@ -39,7 +39,7 @@ index each element carries is its row-major position over the reduced axes in th
 order (``red_weight*``); the tie rule compares those indices, so the answer does not depend on the
 traversal order.
 """
-from .. import _backend  # noqa: F401
+from ..core import backend as _backend  # noqa: F401
 
 import triton
 import triton.language as tl
@@ -77,7 +77,7 @@ def reduce_kernel(
     x_ptr, out_ptr, state_ptr, aux_ptr, arrivals_ptr,
     # sizes: reduced elements in all, per split program
     red_len, split_len,
-    # layout (tritonml._layout.ReduceLayout.kernel_args): lengths, then strides in elements; the
+    # layout (tritonml.core.layout.ReduceLayout.kernel_args): lengths, then strides in elements; the
     # tuples have one entry per outer / reduced dim, outermost first; red_weights are each reduced
     # dim's row-major index weight over the original reduced axes. Every input shares x's strides,
     # every output out's.

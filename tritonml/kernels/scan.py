@@ -14,7 +14,7 @@ is Triton's own combine object, which the interpreter runs through numpy).
 
 FLAGGED: a combine without an identity. The state then carries one more component, an int1
 "holds elements" flag: padding lanes and the empty starting tally have it clear, and the combine
-(tritonml/ops/_state_combine.py) returns the other operand where one side is clear, so padding
+(tritonml/launchers/state_combine.py) returns the other operand where one side is clear, so padding
 never reaches the user's function's results. Published look-back vectors always hold elements
 (every tile has at least one), so only the data components have workspaces.
 
@@ -50,7 +50,7 @@ the predecessors' aggregates forward from the nearest published prefix, which gi
 whichever prefix it found. Both kernels therefore give bit-identical results for the same
 BLOCK_AXIS, run to run.
 """
-from .. import _backend  # noqa: F401
+from ..core import backend as _backend  # noqa: F401
 
 import triton
 import triton.language as tl
@@ -60,7 +60,7 @@ from .indexing import chain_position, outer_index, strided_offset
 
 # Tile states in the look-back kernel's status words. A status word is EPOCH_STATES * epoch + state,
 # int32: words an earlier launch wrote carry a smaller epoch, so they read as nothing published, and
-# the workspace never needs clearing (tritonml/ops/_resident.py, which replaces a workspace before
+# the workspace never needs clearing (tritonml/runtime/resident.py, which replaces a workspace before
 # the epoch reaches 2**28).
 STATE_AGGREGATE = tl.constexpr(1)  # the tile's own total is readable
 STATE_PREFIX = tl.constexpr(2)     # the inclusive prefix (everything up to and including it) is readable
@@ -263,7 +263,7 @@ def _scan_walk(x_ptrs, x_offs, out_ptrs, out_offs, inner_mask, first_step, end_s
 def scan_tiled_kernel(
     # pointers: one tuple entry per state component
     x_ptrs, out_ptrs, init_ptrs, carry_ptrs,
-    # layout (tritonml.ops.scan.layout_args): lengths, then each tensor's strides in elements,
+    # layout (tritonml.launchers.scan.layout_args): lengths, then each tensor's strides in elements,
     # one tuple entry per component; the outer tuples have one entry per outer dim, outermost first
     axis_len, inner_len, outer_sizes,
     x_axis_strides, x_inner_strides, x_outer_strides,
@@ -365,7 +365,7 @@ def scan_lookback_kernel(
     # int64 ticket word, [2 + slot] each tile's status; a resident workspace, zeroed when new) and the
     # per-tile aggregate and inclusive-prefix vectors (one workspace per data component)
     x_ptrs, out_ptrs, init_ptrs, carry_ptrs, status_ptr, aggregate_ptrs, prefix_ptrs,
-    # layout (tritonml.ops.scan.layout_args): lengths, then each tensor's strides in elements,
+    # layout (tritonml.launchers.scan.layout_args): lengths, then each tensor's strides in elements,
     # one tuple entry per component; the outer tuples have one entry per outer dim, outermost first
     axis_len, inner_len, outer_sizes,
     x_axis_strides, x_inner_strides, x_outer_strides,

@@ -9,7 +9,7 @@ that tally. It shares the tile step, the state helpers, the ticket and the publi
 with the other scan kernels (``tritonml/kernels/scan.py``, whose module docstring describes
 tuple states, FLAGGED, HAS_INITIAL, STORE_CARRY and the epoch-tagged status words).
 """
-from .. import _backend  # noqa: F401
+from ..core import backend as _backend  # noqa: F401
 
 import triton
 import triton.language as tl
@@ -106,7 +106,7 @@ def scan_chunked_kernel(
     # int64 ticket word, [2 + slot] each chunk's status; the look-back's resident workspace) and
     # the per-chunk published vectors (one workspace per data component)
     x_ptrs, out_ptrs, init_ptrs, carry_ptrs, status_ptr, published_ptrs,
-    # layout (tritonml.ops.scan.layout_args), as scan_tiled_kernel's
+    # layout (tritonml.launchers.scan.layout_args), as scan_tiled_kernel's
     axis_len, inner_len, outer_sizes,
     x_axis_strides, x_inner_strides, x_outer_strides,
     out_axis_strides, out_inner_strides, out_outer_strides,

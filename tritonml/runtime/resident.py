@@ -28,7 +28,7 @@ import threading
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from .. import _trace
+from . import trace as _trace
 
 ARRIVALS = "arrivals"   # int32, one per chain of a one-launch split reduction
 LOOKBACK = "lookback"   # int32: the int64 ticket word, then one status word per tile

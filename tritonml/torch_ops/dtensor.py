@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from .. import _checks
+from ..core import checks as _checks
 
 
 
@@ -159,7 +159,7 @@ def _linear_recurrence(gates, tokens, axis, reverse=False, initial=None):
     # both step inputs shard alike, so each rank's two shards are the same slices
     tokens = tokens.redistribute(gates.device_mesh, gates.placements)
     initial = _initial_like(initial, gates, axis)
-    # the state is the affine map h -> a*h + b, its carry-in (1, initial): ops/recurrence.py
+    # the state is the affine map h -> a*h + b, its carry-in (1, initial): launchers/recurrence.py
     initials = None if initial is None else (torch.ones_like(initial), initial)
     _, h = _td().associative_scan(compose_affine, (gates, tokens), axis, reverse=reverse,
                                   identity=(1, 0), initial=initials)

@@ -3,7 +3,7 @@ one or more axes. See docs/reduce.md for every rule (types, empty axes, NaN, ind
 design; the kernels are in tritonml/kernels/reduce.py, the combine functions in
 tritonml/kernels/combine.py.
 
-Layering: ``tritonml.reduce`` (the torch op, tritonml/library/reduce.py) -> ``reduce_axes`` (a
+Layering: ``tritonml.reduce`` (the torch op, tritonml/torch_ops/reduce.py) -> ``reduce_axes`` (a
 ``ReduceCombine`` and an optional ``ReduceConfig``: validate -> canonicalize -> choose a config)
 -> ``launch_reduce`` (an already canonical layout and a config: launch).
 """
@@ -18,14 +18,15 @@ import triton.language as tl
 
 from tritonml_autotune import devices, select
 
-from .. import _checks, _plan
-from .._config import ReduceConfig
-from .._dtypes import ACC_DTYPE, TL_DTYPE, TORCH_DTYPE, dtype_name, is_float
-from .._layout import ReduceLayout, reduce_layout
-from .._reduce_function import ReduceFunction
+from ..core import checks as _checks
+from ..runtime import plan as _plan
+from tritonml_autotune.configs import ReduceConfig
+from ..core.dtypes import ACC_DTYPE, TL_DTYPE, TORCH_DTYPE, dtype_name, is_float
+from ..core.layout import ReduceLayout, reduce_layout
+from ..core.reduce_function import ReduceFunction
 from ..kernels import combine as _combine
 from ..kernels.reduce import reduce_kernel, reduce_partials_kernel
-from . import _resident, _scratch, _steps
+from ..runtime import resident as _resident, scratch as _scratch, steps as _steps
 
 INDEX_DTYPES = (torch.int32, torch.int64, torch.uint32, torch.uint64)
 
@@ -175,7 +176,7 @@ def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool
 
 @dataclass(frozen=True)
 class _ReducePlan:
-    """A validated call's canonical form (``tritonml._plan``): no layout for an empty result."""
+    """A validated call's canonical form (``tritonml.runtime.plan``): no layout for an empty result."""
     layout: Optional[ReduceLayout]
     config: Optional[ReduceConfig]
     result_shape: tuple

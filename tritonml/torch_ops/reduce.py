@@ -13,10 +13,10 @@ from typing import List, Optional
 
 import torch
 
-from .. import _checks
-from .._reduce_function import ReduceFunction
-from ..ops.reduce import COMBINES, check_index_dtype, reduce_axes
-from ._define import batch_first, define, differentiable, direct_call_allowed, mutated
+from ..core import checks as _checks
+from ..core.reduce_function import ReduceFunction
+from ..launchers.reduce import COMBINES, check_index_dtype, reduce_axes
+from .define import batch_first, define, differentiable, direct_call_allowed, mutated
 
 
 def _combine(function: str):

@@ -13,8 +13,8 @@ from typing import Optional
 
 import torch
 
-from .. import _checks
-from .._dtypes import ACC_TORCH_DTYPE
+from ..core import checks as _checks
+from ..core.dtypes import ACC_TORCH_DTYPE
 from ..kernels.combine import compose_affine
 from .scan import associative_scan_states
 

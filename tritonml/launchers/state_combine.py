@@ -22,14 +22,14 @@ once, naming the function and its failing line (Triton's interpreter wraps it at
 
 Every generated function is an attribute of this module by a name that encodes what it was made
 from (``__getattr__`` rebuilds it on first use), so ``module:qualname`` finds it again by import,
-in another process too (benchmarks/gpu_compile.py describes launches that way).
+in another process too (tritonml/bench/gpu_compile.py describes launches that way).
 """
 from __future__ import annotations
 
 import importlib
 import linecache
 
-from .. import _backend  # noqa: F401  (interpreted or compiled Triton, before triton is imported)
+from ..core import backend as _backend  # noqa: F401  (interpreted or compiled Triton, before triton is imported)
 
 import triton
 import triton.language as tl
@@ -66,7 +66,7 @@ def combine_error(error: BaseException, fn, arity: int):
     traceback (the failure is not the combine's)."""
     import linecache
 
-    from .._triton_compat import frames_in, innermost_error
+    from ..core.triton_compat import frames_in, innermost_error
 
     code = fn.fn.__code__
     adapters = {_ADAPTER_FILE.format(name=f.fn.__name__)

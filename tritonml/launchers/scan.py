@@ -8,10 +8,12 @@ import torch
 
 from tritonml_autotune import devices, select
 
-from .. import _checks, _layout, _plan
-from .._config import ScanConfig
-from .._dtypes import ACC_DTYPE, ACC_TORCH_DTYPE
-from . import _resident, _scratch, _state_combine, _steps
+from ..core import checks as _checks, layout as _layout
+from ..runtime import plan as _plan
+from tritonml_autotune.configs import ScanConfig
+from ..core.dtypes import ACC_DTYPE, ACC_TORCH_DTYPE
+from ..runtime import resident as _resident, scratch as _scratch, steps as _steps
+from . import state_combine as _state_combine
 from ..kernels import combine as _combine
 from ..kernels.scan import scan_lookback_kernel, scan_tiled_kernel
 from ..kernels.scan_chunked import scan_chunked_kernel
@@ -152,7 +154,7 @@ def _check_out_initial(out: torch.Tensor, initial) -> None:
 
 @dataclass(frozen=True)
 class _ScanPlan:
-    """A validated call's canonical form (``tritonml._plan``): no layout for an empty x."""
+    """A validated call's canonical form (``tritonml.runtime.plan``): no layout for an empty x."""
     layout: Optional[_layout.AxisLayout]
     config: Optional[ScanConfig]
     out_strides: tuple
@@ -410,13 +412,13 @@ def _check_combine_fn(combine_fn, arity: int) -> None:
     values. Checked from its signature and its source: a ``return`` somewhere, each ``return``
     that spells a tuple of ``arity`` values (or not plainly a single value), and each constant
     index of a parameter (``b[2]``) within the state; anything else is checked when it compiles
-    (a ``tl.static_assert`` in the generated adapter, tritonml/ops/_state_combine.py). Errors name
+    (a ``tl.static_assert`` in the generated adapter, tritonml/launchers/state_combine.py). Errors name
     the function and the line."""
     import ast
     import inspect
     import textwrap
 
-    from .._triton_compat import is_jit_function
+    from ..core.triton_compat import is_jit_function
     if not is_jit_function(combine_fn):
         raise TypeError(f"combine_fn: expected a @triton.jit function, got "
                         f"{_checks._type_name(combine_fn)}")

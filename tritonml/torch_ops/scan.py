@@ -23,11 +23,10 @@ from typing import Optional
 
 import torch
 
-from .. import _checks
-from . import _dtensor
-from ..ops.scan import PRODUCT, SUM, ScanCombine, check_initial_meta, cumulative_scan
-from ._define import (_peek_functorch, batch_first, define, differentiable, direct_call_allowed,
-                      mutated)
+from ..core import checks as _checks
+from . import dtensor as _dtensor
+from ..launchers.scan import PRODUCT, SUM, ScanCombine, check_initial_meta, cumulative_scan
+from .define import _peek_functorch, batch_first, define, differentiable, direct_call_allowed, mutated
 
 
 def _batched_axis(axis: int, logical_rank: int) -> int:

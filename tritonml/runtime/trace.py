@@ -2,7 +2,7 @@
 
 ``record()`` collects each launch (kernel, grid, arguments, meta-parameters) while it is active;
 benchmarks count launches with it, and the compile test turns the recorded launches into GPU
-compilations (``benchmarks/gpu_compile.py``) without a GPU. ``record(execute=False)`` skips the
+compilations (``tritonml/bench/gpu_compile.py``) without a GPU. ``record(execute=False)`` skips the
 kernels themselves, so specializations can be enumerated cheaply.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from . import _backend, _triton_compat
+from ..core import backend as _backend, triton_compat as _triton_compat
 
 # Recorders are per thread: a benchmark counting its launches does not see another thread's.
 _local = threading.local()

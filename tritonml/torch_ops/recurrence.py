@@ -5,7 +5,7 @@ autograd, on the tuple-state scan kernels.
                                 Tensor? initial=None) -> Tensor
 
 The forward pass is one scan of the state ``(gate, value)`` under the composition of affine maps
-(``tritonml.ops.recurrence``). The backward pass is the same recurrence run the other way with the
+(``tritonml.launchers.recurrence``). The backward pass is the same recurrence run the other way with the
 gates shifted one step (Martin & Cundy, "Parallelizing linear recurrent neural nets over sequence
 length", ICLR 2018): with ``dh`` the gradient of the output and traversal order forward,
 
@@ -20,9 +20,9 @@ from typing import Optional
 
 import torch
 
-from .. import _checks
-from ..ops.recurrence import check_recurrence_meta, recurrence
-from ._define import define, differentiable, direct_call_allowed
+from ..core import checks as _checks
+from ..launchers.recurrence import check_recurrence_meta, recurrence
+from .define import define, differentiable, direct_call_allowed
 from .scan import _batch_initial, _shift_later, eager_carry_call
 
 

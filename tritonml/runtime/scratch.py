@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from .. import _trace
-from .._dtypes import is_float
+from . import trace as _trace
+from ..core.dtypes import is_float
 
 
 def can_time(x: torch.Tensor) -> bool:

@@ -3,7 +3,7 @@ launches, each with every argument but its tensors.
 
 Everything here follows from the plan (layout, config, dtypes, negative-view flags), so a plan
 builds its ``Work`` once and every later call only allocates the workspaces and launches
-(``Work.run``). The launches go through ``tritonml._trace.launch_prepared``: recorded, dry-run or
+(``Work.run``). The launches go through ``tritonml.runtime.trace.launch_prepared``: recorded, dry-run or
 interpreted exactly as ``_trace.launch`` would, and on a GPU relaunched without rebuilding their
 arguments.
 """
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import _trace
-from .._triton_compat import PreparedLaunch
-from . import _resident
+from . import trace as _trace
+from ..core.triton_compat import PreparedLaunch
+from . import resident as _resident
 
 X, OUT = 0, 1   # tensor slots: x, out, the extra inputs ``Work.run`` is given, then the workspaces
 

@@ -17,10 +17,11 @@ import torch
 
 from tritonml_autotune import devices, select
 
-from .. import _checks, _plan
-from .._config import ReduceConfig
-from .._dtypes import TL_DTYPE
-from .._layout import reduce_layout
+from ..core import checks as _checks
+from ..runtime import plan as _plan
+from tritonml_autotune.configs import ReduceConfig
+from ..core.dtypes import TL_DTYPE
+from ..core.layout import reduce_layout
 from ..kernels import combine as _combine
 from .reduce import reduce_work
 
@@ -100,7 +101,7 @@ class Reduction:
         if self.along is None:
             object.__setattr__(self, "along", _combine.merge_along)
 
-    # --- what the kernels need (tritonml/ops/reduce.py: reduce_work) ---
+    # --- what the kernels need (tritonml/launchers/reduce.py: reduce_work) ---
     @property
     def returns_index(self) -> bool:
         return self.uses_index
@@ -236,7 +237,7 @@ def _plan_reduce_with(reduction, xs, axes, keepdims, config) -> _ReduceWithPlan:
     else:
         out_strides = tuple(0 if i in axes else next(out_kept_strides) for i in range(len(shape)))
     layout = reduce_layout(shape, x_strides, out_strides, axes, reduction.uses_index)
-    if layout is None:   # too many reduced dims apart to merge (see ops/reduce.py)
+    if layout is None:   # too many reduced dims apart to merge (see launchers/reduce.py)
         copy_inputs = True
         layout = reduce_layout(shape, dense_strides, out_strides, axes, reduction.uses_index)
     if config is None:

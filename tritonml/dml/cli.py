@@ -7,7 +7,7 @@ Their arguments are defined in ``tritonml_cli.add_dml_subcommands`` (the parser 
 each handler takes the parsed arguments and returns the exit code: 0 success (valid), 1 invalid
 descriptor or data (each broken field and rule printed), 2 usage error (a file that cannot be read
 or written, an --input that is not a .npy file; argparse's own usage errors exit with 2 too).
-``python -m tritonml._dml_cli`` runs the two commands on their own.
+``python -m tritonml.dml.cli`` runs the two commands on their own.
 
 Data: by default IN.npy holds the input tensor itself (shape = input_tensor.sizes, dtype =
 input_tensor.data_type); it is laid into a buffer of total_tensor_size_in_bytes through the desc's
@@ -40,7 +40,7 @@ def _at_level(level) -> str:
 def _load_descriptor(path: str):
     """The operator desc in ``path``: _UsageError if unreadable, DescriptorError if not a valid
     document (not JSON, or missing, unknown or mistyped fields)."""
-    from . import dml
+    from .. import dml
 
     try:
         with open(path, encoding="utf-8") as f:
@@ -63,7 +63,7 @@ def _print_problems(header: str, problems, stream) -> None:
 
 
 def cmd_validate(args) -> int:
-    from . import dml
+    from .. import dml
 
     args.feature_level = dml.enums.parse_level(args.feature_level)  # the parser kept the name
 
@@ -86,7 +86,7 @@ def cmd_validate(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from . import dml
+    from .. import dml
 
     args.feature_level = dml.enums.parse_level(args.feature_level)  # the parser kept the name
 
@@ -119,7 +119,7 @@ def cmd_run(args) -> int:
 # Buffers: numpy arrays laid out through TensorDescs
 # --------------------------------------------------------------------------------------------
 def _numpy_dtype(tensor, path: str):
-    from . import dml
+    from .. import dml
 
     dtype = tensor.data_type.numpy_dtype
     if dtype is None:
@@ -156,7 +156,7 @@ def _input_buffer(path: str, tensor, *, raw: bool):
     """IN.npy as the input buffer: its data laid out through ``tensor`` (or itself with ``raw``)."""
     import numpy as np
 
-    from . import dml
+    from .. import dml
 
     data = _load_npy(path, "--input")
     expected = _numpy_dtype(tensor, "input_tensor")
@@ -195,7 +195,7 @@ def _execute(compiled, in_buffer, out_buffer):
     """Run ``compiled`` on numpy buffers (on the GPU when tritonml runs compiled kernels)."""
     import torch
 
-    from . import _backend
+    from ..core import backend as _backend
 
     device = "cpu" if _backend.INTERPRET else "cuda"
     x = torch.from_numpy(in_buffer).to(device)
@@ -258,7 +258,7 @@ def _save(path: str, array, option: str = "--output") -> None:
 def main(argv=None) -> int:
     from tritonml_cli import add_dml_subcommands
 
-    parser = argparse.ArgumentParser(prog="python -m tritonml._dml_cli",
+    parser = argparse.ArgumentParser(prog="python -m tritonml.dml.cli",
                                      description="DirectML operator descriptors on .npy data")
     add_dml_subcommands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """Launchers: validate -> canonicalize (outer, axis, inner) -> choose a config -> launch.
 
-Each launcher is a plain function of tensors; tritonml/library registers them as torch ops. Each
+Each launcher is a plain function of tensors; tritonml/torch_ops registers them as torch ops. Each
 takes ``config=`` so a tuned config can be passed in, and scans and reductions take the combine
 function as a parameter (``ScanCombine``, ``ReduceCombine``).
 """

@@ -5,7 +5,7 @@ functions and dtype rules) that no op schema can carry. Autograd comes from the 
 ``backward`` (a torch function), run by an ``autograd.Function``; a reduction without one refuses
 inputs that require grad rather than returning detached outputs. No vmap; under torch.compile it
 runs eagerly (``torch.compiler.disable``: a graph break). DTensors reduce locally when no reduced
-dim is sharded (``library/_dtensor.py``).
+dim is sharded (``torch_ops/dtensor.py``).
 """
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ from typing import Optional
 
 import torch
 
-from .. import _checks
-from .._config import ReduceConfig
-from ..ops.reduce_with import Reduction, reduce_with_axes
-from . import _dtensor
+from ..core import checks as _checks
+from tritonml_autotune.configs import ReduceConfig
+from ..launchers.reduce_with import Reduction, reduce_with_axes
+from . import dtensor as _dtensor
 
 
 def _recording(xs) -> list:

@@ -12,12 +12,12 @@ Entries:
 - ``scan_along``/``reduce_along``: ``tl.associative_scan``/``tl.reduce`` taking a combine function
   passed as a ``tl.constexpr`` parameter (a Triton builtin in compiled mode).
 - ``specialize``: the runtime's argument specialization, to compile a launch for a GPU that is not
-  there (benchmarks/gpu_compile.py).
+  there (tritonml/bench/gpu_compile.py).
 - ``interpreter_hooks``: callbacks on the interpreter's memory operations and kernel launches, to
-  count the bytes a kernel moves (benchmarks/memtrace.py).
+  count the bytes a kernel moves (tritonml/bench/memtrace.py).
 - ``launch_compiled``, ``PreparedLaunch``: launch a compiled-mode kernel, relaunching an already
   compiled specialization without ``JITFunction.run``'s per-launch argument binding
-  (tritonml/_trace.py, tritonml/ops/_steps.py).
+  (tritonml/runtime/trace.py, tritonml/runtime/steps.py).
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import contextlib
 import importlib
 import inspect
 
-from . import _backend  # first: chooses compiled or interpreted Triton before triton is imported
+from . import backend as _backend  # first: chooses compiled or interpreted Triton before triton is imported
 
 import torch
 import triton.language as tl
@@ -65,7 +65,7 @@ def _resolve(path: str):
 def _missing_message(missing: list) -> str:
     import triton
 
-    return (f"tritonml/_triton_compat.py relies on private Triton API that triton "
+    return (f"tritonml/core/triton_compat.py relies on private Triton API that triton "
             f"{triton.__version__} lacks (checked against {', '.join(CHECKED_VERSIONS)}): "
             + "; ".join(missing))
 
@@ -225,7 +225,7 @@ _INTERPRETED_FUNCTION = _private("triton.runtime.interpreter.InterpretedFunction
 
 
 # ---------------------------------------------------------------------------------------------
-# Argument specialization without a GPU (benchmarks/gpu_compile.py)
+# Argument specialization without a GPU (tritonml/bench/gpu_compile.py)
 # ---------------------------------------------------------------------------------------------
 # ``triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=...)`` is public, but the
 # signature, constexprs and divisibility attributes a launch specializes on are computed only inside
@@ -251,7 +251,7 @@ def specialize(kernel, backend, args, meta):
 
 
 # ---------------------------------------------------------------------------------------------
-# Relaunching a compiled specialization (tritonml/_trace.py)
+# Relaunching a compiled specialization (tritonml/runtime/trace.py)
 # ---------------------------------------------------------------------------------------------
 # ``JITFunction.run`` binds and specializes every argument in Python on every launch: about 25 us
 # per launch on an H100's host with Triton 3.6, most of a small op's time. Its tail launches the
@@ -347,7 +347,7 @@ def launch_compiled(kernel, grid, args, meta) -> bool:
 
 class PreparedLaunch:
     """``kernel[grid](*tensors, *tail, **meta)`` with everything but the leading tensors fixed
-    (tritonml/ops/_steps.py builds one per launch of a planned call).
+    (tritonml/runtime/steps.py builds one per launch of a planned call).
 
     ``launch(tensors)`` relaunches the compiled specialization for those tensors' dtypes and
     alignment without rebuilding the rest of the arguments; the first launch of each goes through
@@ -395,7 +395,7 @@ class PreparedLaunch:
 # other type reinterprets the converted integer as bits (2.625 from float64 becomes 1.8e-40), and
 # arithmetic on bfloat16 operands computes on the bit patterns. ``InterpreterBuilder``'s casts and
 # elementwise operations are wrapped so that bfloat16 operands are computed on as float32 values
-# and results rounded once to nearest even (``tritonml/_bfloat16.py``), as torch and the compiled
+# and results rounded once to nearest even (``tritonml/core/bfloat16.py``), as torch and the compiled
 # kernels do. Installed at import when tritonml interprets; every other type is left to Triton.
 # Checked: 3.8.0, 3.9.0 (``triton/runtime/interpreter.py``: InterpreterBuilder.cast_impl,
 # create_fp_to_fp, binary_op, unary_op, ternary_op, create_fma, create_rsqrt, create_erf).
@@ -408,7 +408,7 @@ _REQUIRED.update({f"{_INTERPRETER_MODULE}.InterpreterBuilder.{name}": ()
 def _install_interpreter_bfloat16():
     import numpy as _np
 
-    from . import _bfloat16
+    from . import bfloat16 as _bfloat16
 
     interpreter = importlib.import_module(_INTERPRETER_MODULE)
     builder, handle_type = interpreter.InterpreterBuilder, interpreter.TensorHandle
@@ -464,7 +464,7 @@ if _backend.INTERPRET:
 
 
 # ---------------------------------------------------------------------------------------------
-# Interpreter hooks (benchmarks/memtrace.py)
+# Interpreter hooks (tritonml/bench/memtrace.py)
 # ---------------------------------------------------------------------------------------------
 # Triton has no public hook on the memory traffic of an interpreted kernel. The interpreter's
 # builder performs every global load, store and atomic (descriptor loads and stores go through the

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import numpy
 import torch
 
-from . import _backend
-from ._dtypes import check_dtype
-from ._layout import last_offset
+from . import backend as _backend
+from .dtypes import check_dtype
+from .layout import last_offset
 
 MAX_RANK = 8
 

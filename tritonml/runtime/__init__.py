@@ -1,0 +1,2 @@
+"""The launch runtime: plans, prepared launches, resident workspaces, scratch buffers and launch
+recording."""
