@@ -31,7 +31,10 @@ from typing import Callable
 import torch
 from torch.overrides import TorchFunctionMode
 
-import tritonml
+from .core import backend as _backend
+from .core.shapes import reduced_shape
+from .torch_ops.reduce import reduce as _reduce
+from .torch_ops.scan import cumulative_product, cumulative_sum
 
 __all__ = ["enable", "disable", "use_tritonml"]
 
@@ -138,15 +141,6 @@ def _read_dims(kind: str, dim, rank: int):
     return dims[0] if kind == SCAN_DIM else tuple(dims)
 
 
-def _reduced_shape(shape, dims, keepdim: bool) -> tuple:
-    if not shape:
-        return ()
-    reduced = range(len(shape)) if dims is ALL else dims
-    if keepdim:
-        return tuple(1 if i in reduced else n for i, n in enumerate(shape))
-    return tuple(n for i, n in enumerate(shape) if i not in reduced)
-
-
 # -- the table ------------------------------------------------------------------------------------
 
 def _signature(stub) -> inspect.Signature:
@@ -205,6 +199,9 @@ class Route:
     def scan(self) -> bool:
         return self.dims == SCAN_DIM
 
+
+# tritonml's scans by the name a route's ``function`` gives
+_SCANS = {"cumulative_sum": cumulative_sum, "cumulative_product": cumulative_product}
 
 ROUTES = (
     Route("cumsum", (torch.cumsum, torch.Tensor.cumsum), _SCAN_ARGS, SCAN_DIM, _promote_integers,
@@ -269,7 +266,7 @@ def _parse_devices(devices) -> frozenset:
             raise ValueError(f"devices: tritonml's kernels run on cuda (and on cpu through Triton's "
                              f"interpreter), not on {device.type}")
         if device.type == "cpu":
-            if not tritonml.INTERPRET:
+            if not _backend.INTERPRET:
                 raise ValueError("devices: cpu tensors cannot be routed while Triton compiles for the "
                                  "GPU; set TRITON_INTERPRET=1 before importing tritonml to run the "
                                  "kernels on the CPU")
@@ -418,10 +415,10 @@ def _has_autograd(route: Route, function: str, device: torch.device) -> bool:
             with torch.enable_grad():
                 if route.scan:
                     empty = torch.zeros(0, device=device, requires_grad=True)
-                    probe = getattr(tritonml, function)(empty, 0)
+                    probe = _SCANS[function](empty, 0)
                 else:
                     empty = torch.zeros((0, 1), device=device, requires_grad=True)
-                    probe = tritonml.reduce(empty, function, 1)
+                    probe = _reduce(empty, function, 1)
             _autograd_cache[function] = probe.grad_fn is not None
         except Exception:  # any failure means: not usable under autograd
             _autograd_cache[function] = False
@@ -452,9 +449,9 @@ class _Plan:
 
         def ours(target):
             if self.route.scan:
-                return getattr(tritonml, self.function)(x, self.dims, out=target)
+                return _SCANS[self.function](x, self.dims, out=target)
             axes = None if self.dims is ALL else self.dims
-            return tritonml.reduce(x, self.function, axes, keepdims=self.keepdim, out=target)
+            return _reduce(x, self.function, axes, keepdims=self.keepdim, out=target)
 
         if self.records:
             # Autograd refuses out=; torch's results are contiguous, so ours is made so too.
@@ -499,7 +496,7 @@ def _plan(route: Route, inplace: bool, args, kwargs) -> _Plan | None:
         return None
     result_dtype = torch.int64 if route.indices else compute
     keepdim = arguments.get("keepdim", False)
-    shape = tuple(x.shape) if route.scan else _reduced_shape(tuple(x.shape), dims, keepdim)
+    shape = tuple(x.shape) if route.scan else reduced_shape(x.shape, None if dims is ALL else dims, keepdim)
 
     if out is not None:
         if out.dtype != result_dtype or tuple(out.shape) != shape:

@@ -21,6 +21,7 @@ from tritonml_autotune import devices, select
 from tritonml_autotune.devices import TARGET_ENV, Device
 from tritonml_autotune.engine import set_timing, timing
 
+from .core.shapes import reduced_shape
 from .runtime import plan as _plan
 
 __all__ = ["Device", "TARGET_ENV", "current", "device", "forget", "set_timing", "target", "targets",
@@ -127,7 +128,7 @@ def plan_for(item, dtype, device):
         layout = axis_layout(shape, _strides(shape), _strides(shape), item.axes[0])
         return select.plan_scan(layout, dtype, device, SCAN_OPS[item.op]), layout
     axes = tuple(range(len(shape))) if item.axes is None else tuple(sorted(set(item.axes)))
-    out_shape = tuple(1 if i in axes else size for i, size in enumerate(shape))
+    out_shape = reduced_shape(shape, axes)
     layout = reduce_layout(shape, _strides(shape), _strides(out_shape), axes,
                            item.op in ("ARGMAX", "ARGMIN"))
     return select.plan_reduce(layout, dtype, device, item.op), layout
@@ -150,8 +151,7 @@ def runner_factory(item, dtype, device, layout):
             if item.op in SCAN_OPS:
                 out = torch.empty_like(x)
             else:
-                axes = range(len(item.shape)) if item.axes is None else item.axes
-                out_shape = [1 if i in axes else s for i, s in enumerate(item.shape)]
+                out_shape = reduced_shape(item.shape, item.axes)
                 out_dtype = torch.int64 if item.op in ("ARGMAX", "ARGMIN") else dtype
                 out = torch.empty(out_shape, dtype=out_dtype, device=device)
             scratch.update(x=x, out=out)

@@ -224,16 +224,19 @@ class NotAvailable(Exception):
 def prepare(entry: Entry, op: str, dtype: torch.dtype, shape: tuple, device="cpu") -> Prepared:
     """Allocate inputs and output for ``op`` of ``entry`` at ``shape``. Raises ``NotAvailable``
     when this build of tritonml lacks the op."""
-    import tritonml
+    from ..core.shapes import reduced_shape
     from ..launchers.reduce import COMBINES, ReduceFunction, reduce_axes
     from ..launchers.scan import SUM, cumulative_scan
+    from ..torch_ops.reduce import reduce
+    from ..torch_ops.scan import cumulative_sum
 
     rank = len(shape)
     axes = tuple(range(rank)) if entry.axes is None else tuple(a % rank for a in entry.axes)
     if entry.group == "recurrence":
-        function = getattr(tritonml, RECURRENCE, None)
-        if function is None:
-            raise NotAvailable(f"tritonml.{RECURRENCE}: {NOT_AVAILABLE}")
+        try:  # the public function, looked up at call time: a build without it reports so
+            from .. import linear_recurrence as function
+        except ImportError:
+            raise NotAvailable(f"tritonml.{RECURRENCE}: {NOT_AVAILABLE}") from None
         axis = axes[0]
         # Gates in [0, 1) keep the state bounded (at most 1 / (1 - max gate) * max token).
         gates = make_input(shape, dtype, shape[axis], device, seed=1) * 0.9
@@ -261,7 +264,7 @@ def prepare(entry: Entry, op: str, dtype: torch.dtype, shape: tuple, device="cpu
             # integers wrap modulo 2**bits, as tritonml's do
             return result if dtype.is_floating_point else result.to(dtype).to(torch.int64)
 
-        return Prepared(lambda: tritonml.cumulative_sum(x, axis, out=out),
+        return Prepared(lambda: cumulative_sum(x, axis, out=out),
                         lambda v: torch.cumsum(v, axis), (x,), reference, out,
                         {"input": x, "output": out}, 2 * nbytes(shape, dtype),
                         not dtype.is_floating_point,
@@ -272,7 +275,7 @@ def prepare(entry: Entry, op: str, dtype: torch.dtype, shape: tuple, device="cpu
     if op == "MULTIPLY" and dtype.is_floating_point:
         x = 1.0 + (x - 0.5) / red_len  # a product of values near 1 stays representable
     returns_index = op.startswith("ARG")
-    out_shape = tuple(1 if i in axes else size for i, size in enumerate(shape))
+    out_shape = reduced_shape(shape, axes)
     out_dtype = torch.int64 if returns_index else dtype
     out = torch.empty(out_shape, dtype=out_dtype, device=device)
     twin = TORCH_REDUCE[op]
@@ -290,7 +293,7 @@ def prepare(entry: Entry, op: str, dtype: torch.dtype, shape: tuple, device="cpu
         return twin(v, axes)
 
     combine = COMBINES[ReduceFunction[op]]
-    return Prepared(lambda: tritonml.reduce(x, op, axes, out=out), torch_fn, (x,), reference,
+    return Prepared(lambda: reduce(x, op, axes, out=out), torch_fn, (x,), reference,
                     out, {"input": x, "output": out},
                     nbytes(shape, dtype) + nbytes(out_shape, out_dtype),
                     returns_index or not dtype.is_floating_point,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-import tritonml
+from ..core import backend as _backend
 from ..core import triton_compat as _triton_compat
 from ..core.dtypes import DTYPE_BY_NAME
 
@@ -110,7 +110,7 @@ def compile_description(desc: dict, arch: int):
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource, compile, make_backend
 
-    if tritonml.INTERPRET:
+    if _backend.INTERPRET:
         raise RuntimeError("compile_description needs compiled Triton: run with TRITON_INTERPRET=0")
     kernel = _kernel(desc["kernel"])
     target = GPUTarget("cuda", arch, 32)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import time
 
-import tritonml
+from .. import tuning
 from ..runtime import trace as _trace
 
 from . import gpu_compile
@@ -36,7 +36,7 @@ def count(prepared, target: str) -> tuple:
     """Run ``prepared`` once under the memory trace with configs chosen for ``target``; return
     (row fields, the result, the trace)."""
     start = time.perf_counter()
-    with tritonml.tuning.target(target):
+    with tuning.target(target):
         with trace_memory(prepared.regions) as trace:
             result = prepared.counted_run()
     seconds = time.perf_counter() - start
@@ -84,7 +84,7 @@ def ideal_seconds(target: str, ideal_bytes: int) -> float:
 
 def describe_launches(run, target=None) -> list:
     """The kernel launches ``run()`` makes, described for compilation (nothing is executed)."""
-    with tritonml.tuning.target(target):
+    with tuning.target(target):
         with _trace.record(execute=False) as recorder:
             run()
     return [gpu_compile.describe(launch) for launch in recorder.launches]

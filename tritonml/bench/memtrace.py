@@ -31,7 +31,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import torch
 
-import tritonml  # noqa: F401  (first: chooses interpreted Triton before triton is imported)
+from ..core import backend  # noqa: F401  (first: chooses interpreted Triton before triton is imported)
 from ..runtime import trace as _trace
 from ..core import triton_compat as _triton_compat
 from ..core.checks import byte_span

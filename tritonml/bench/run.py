@@ -156,11 +156,13 @@ def environment(args, argv) -> dict:
     import torch
     import triton
 
-    import tritonml
+    from tritonml_cli import __version__
+
+    from ..core.backend import INTERPRET
     return {"command": "tritonml bench " + " ".join(argv), "date": datetime.date.today().isoformat(),
-            "tritonml": tritonml.__version__, "triton": triton.__version__,
+            "tritonml": __version__, "triton": triton.__version__,
             "torch": torch.__version__, "python": platform.python_version(),
-            "backend": "Triton interpreter" if tritonml.INTERPRET else "compiled Triton",
+            "backend": "Triton interpreter" if INTERPRET else "compiled Triton",
             "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
             "target": args.target, "quick": args.quick, "max_elements": args.max_elements}
 
@@ -168,8 +170,9 @@ def environment(args, argv) -> dict:
 def cmd_bench(args, argv=()) -> int:
     import torch
 
-    import tritonml
     from tritonml_autotune import devices
+
+    from ..core.backend import INTERPRET
 
     from . import output
 
@@ -178,8 +181,8 @@ def cmd_bench(args, argv=()) -> int:
         args.target = devices.lookup(args.target, "--target").name
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    on_gpu = not tritonml.INTERPRET and torch.cuda.is_available()
-    if tritonml.INTERPRET:
+    on_gpu = not INTERPRET and torch.cuda.is_available()
+    if INTERPRET:
         rows = count_rows(items, args)
     else:
         rows = count_in_child(args)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Optional, Sequence
 
+from ..core.shapes import reduced_shape
 from .descs import OPERATOR_CLASSES, SCAN_DESCS, TensorDesc
 from .enums import (DEFAULT_FEATURE_LEVEL, DIMENSION_COUNT_MAX, MAX_ELEMENT_COUNT, UINT32_MAX,
                     UINT64_MAX, DataType, FeatureLevel, LevelArg, ReduceFunction, TensorFlags,
@@ -180,7 +181,7 @@ def _shape_problems(desc) -> list:
             problems.append(Problem("output_tensor.data_type",
                                     f"must equal input_tensor.data_type ({inp.data_type.name}) for "
                                     f"{desc.function.name}; got {out.data_type.name}"))
-        expected_sizes = tuple(1 if d in seen else s for d, s in enumerate(inp.sizes))
+        expected_sizes = reduced_shape(inp.sizes, [a for a in seen if 0 <= a < rank])
     if out.dimension_count != rank:
         problems.append(Problem("output_tensor.sizes",
                                 f"must have input_tensor's DimensionCount ({rank}"

@@ -22,6 +22,7 @@ from ..core import checks as _checks
 from ..runtime import plan as _plan
 from tritonml_autotune.configs import ReduceConfig
 from ..core.dtypes import ACC_DTYPE, TL_DTYPE, TORCH_DTYPE, dtype_name, is_float
+from ..core.shapes import reduced_shape, strides_over_input
 from ..core.layout import ReduceLayout, reduce_layout
 from ..core.reduce_function import ReduceFunction
 from ..kernels import combine as _combine
@@ -200,12 +201,7 @@ def _plan_reduce(x, axes, combine, keepdims, index_dtype, out, config) -> _Reduc
     check_index_dtype(index_dtype)
     shape = tuple(x.shape) if x.dim() else (1,)
     x_strides = tuple(x.stride()) if x.dim() else (1,)
-    if x.dim() == 0:
-        result_shape = ()
-    elif keepdims:
-        result_shape = tuple(1 if i in axes else s for i, s in enumerate(shape))
-    else:
-        result_shape = tuple(s for i, s in enumerate(shape) if i not in axes)
+    result_shape = reduced_shape(x.shape, axes, keepdims)
     result_dtype = index_dtype if combine.returns_index else x.dtype
     spans = None
     if out is not None:
@@ -227,13 +223,10 @@ def _plan_reduce(x, axes, combine, keepdims, index_dtype, out, config) -> _Reduc
 
     # --- canonicalize ---
     if out is not None:
-        out_kept_strides = iter(out.stride() if out.dim() else (1,))
+        kept_strides = out.stride()
     else:
-        out_kept_strides = iter(torch.empty(result_shape, device="meta").stride() or (1,))
-    if keepdims or x.dim() == 0:
-        out_strides = tuple(next(out_kept_strides) for _ in shape)
-    else:
-        out_strides = tuple(0 if i in axes else next(out_kept_strides) for i in range(len(shape)))
+        kept_strides = torch.empty(result_shape, device="meta").stride()
+    out_strides = strides_over_input(kept_strides, x.dim(), axes, keepdims)
     layout = reduce_layout(shape, x_strides, out_strides, axes, combine.returns_index)
     needs_copy = layout is None
     if needs_copy:

@@ -21,6 +21,7 @@ from ..core import checks as _checks
 from ..runtime import plan as _plan
 from tritonml_autotune.configs import ReduceConfig
 from ..core.dtypes import TL_DTYPE
+from ..core.shapes import reduced_shape, strides_over_input
 from ..core.layout import reduce_layout
 from ..kernels import combine as _combine
 from .reduce import reduce_work
@@ -217,12 +218,7 @@ def _plan_reduce_with(reduction, xs, axes, keepdims, config) -> _ReduceWithPlan:
                          f"dtypes for {reduction.outputs} output(s)")
     reduction.kernel_state(dtypes, False)   # every declared dtype is one the kernels support
     shape = tuple(x.shape) if x.dim() else (1,)
-    if x.dim() == 0:
-        result_shape = ()
-    elif keepdims:
-        result_shape = tuple(1 if i in axes else s for i, s in enumerate(shape))
-    else:
-        result_shape = tuple(s for i, s in enumerate(shape) if i not in axes)
+    result_shape = reduced_shape(x.shape, axes, keepdims)
     if math.prod(result_shape) == 0:
         return _ReduceWithPlan(None, result_shape, output_dtypes, False)
 
@@ -231,11 +227,8 @@ def _plan_reduce_with(reduction, xs, axes, keepdims, config) -> _ReduceWithPlan:
     strides = {tuple(t.stride()) if t.dim() else (1,) for t in xs}
     copy_inputs = len(strides) > 1
     x_strides = dense_strides if copy_inputs else strides.pop()
-    out_kept_strides = iter(torch.empty(result_shape, device="meta").stride() or (1,))
-    if keepdims or x.dim() == 0:
-        out_strides = tuple(next(out_kept_strides) for _ in shape)
-    else:
-        out_strides = tuple(0 if i in axes else next(out_kept_strides) for i in range(len(shape)))
+    kept_strides = torch.empty(result_shape, device="meta").stride()
+    out_strides = strides_over_input(kept_strides, x.dim(), axes, keepdims)
     layout = reduce_layout(shape, x_strides, out_strides, axes, reduction.uses_index)
     if layout is None:   # too many reduced dims apart to merge (see launchers/reduce.py)
         copy_inputs = True

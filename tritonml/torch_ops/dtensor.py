@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from ..core import checks as _checks
+from ..core.shapes import reduced_shape
 
 
 
@@ -147,7 +148,8 @@ def _reduce_out(x, function, axes, keepdims, index_dtype, out):
     x = _no_partial("x", _first("x", x))
     _refuse_partial("out", _first("out", out))
     red = _checks.normalize_axes(list(axes) or None, x.dim())
-    _same_placements("out", out, x, _td()._reduced_placements(x.placements, red, keepdims))
+    from ..distributed.dtensor import reduced_placements
+    _same_placements("out", out, x, reduced_placements(x.placements, red, keepdims))
     _td().reduce(x, function, list(axes) or None, keepdims=keepdims, index_dtype=index_dtype,
                  out=out)
 
@@ -237,8 +239,8 @@ def reduce_with(run_local, reduction, xs, axes, keepdims):
                     for t in tensors)
     outs = run_local(locals_ if isinstance(xs, (tuple, list)) else locals_[0])
     outs = outs if isinstance(outs, tuple) else (outs,)
-    td = _td()
-    shape = td._result_shape(first.shape, red, keepdims)
-    placements = td._reduced_placements(first.placements, red, keepdims)
-    wrapped = tuple(td._from_local(o, first, placements, shape) for o in outs)
+    from ..distributed.dtensor import from_local, reduced_placements
+    shape = reduced_shape(first.shape, red, keepdims)
+    placements = reduced_placements(first.placements, red, keepdims)
+    wrapped = tuple(from_local(o, first, placements, shape) for o in outs)
     return wrapped[0] if len(wrapped) == 1 else wrapped

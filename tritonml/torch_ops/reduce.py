@@ -15,6 +15,7 @@ import torch
 
 from ..core import checks as _checks
 from ..core.reduce_function import ReduceFunction
+from ..core.shapes import reduced_shape
 from ..launchers.reduce import COMBINES, check_index_dtype, reduce_axes
 from .define import batch_first, define, differentiable, direct_call_allowed, mutated
 
@@ -41,18 +42,10 @@ def reduce_out(x: torch.Tensor, function: str, axes: List[int], keepdims: bool,
                 index_dtype=index_dtype, out=out)
 
 
-def _result_shape(shape, axes, keepdims: bool) -> list:
-    if not shape:
-        return []
-    if keepdims:
-        return [1 if i in axes else s for i, s in enumerate(shape)]
-    return [s for i, s in enumerate(shape) if i not in axes]
-
-
 @reduce_op.register_fake
 def _fake(x, function, axes, keepdims, index_dtype):
     combine = _combine(function)
-    shape = _result_shape(list(x.shape), _axes(axes, x.dim()), keepdims)
+    shape = reduced_shape(x.shape, _axes(axes, x.dim()), keepdims)
     return x.new_empty(shape, dtype=index_dtype if combine.returns_index else x.dtype)
 
 
@@ -99,7 +92,7 @@ def _vmap_out(info, in_dims, x, function, axes, keepdims, index_dtype, out):
 def _setup_context(ctx, inputs, output):
     x, function, axes, keepdims, _ = inputs
     ctx.function, ctx.axes = function, _axes(axes, x.dim())
-    ctx.keep_shape = _result_shape(list(x.shape), ctx.axes, True)
+    ctx.keep_shape = reduced_shape(x.shape, ctx.axes)
     ctx.save_for_backward(x, output)
 
 

@@ -14,6 +14,7 @@ from typing import Optional
 import torch
 
 from ..core import checks as _checks
+from ..core.shapes import reduced_shape
 from tritonml_autotune.configs import ReduceConfig
 from ..launchers.reduce_with import Reduction, reduce_with_axes
 from . import dtensor as _dtensor
@@ -41,7 +42,7 @@ class ReduceWith(torch.autograd.Function):
         # A 0-d input has no axis to name: its one element is reduced, and () says so.
         ctx.axes = _checks.normalize_axes(axes, x.dim()) if x.dim() else ()
         ctx.reduction = reduction
-        ctx.kept_shape = tuple(1 if i in ctx.axes else s for i, s in enumerate(x.shape))
+        ctx.kept_shape = reduced_shape(x.shape, ctx.axes)
         ctx.inputs = len(xs)
         # None, not zeros, for an output nothing depends on: a zero gradient is not the same as
         # none where the formula has an infinite factor (Welford's var of one element, unbiased).

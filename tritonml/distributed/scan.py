@@ -1,0 +1,245 @@
+"""Scans along the sharded axis: ``cumulative_sum``, ``cumulative_product`` (each rank's total is
+one read of its shard with the reduce kernel) and ``associative_scan`` under a user combine (a
+local inclusive scan gives the total). Every rank folds the totals of the shards before its own
+into its carry-in and scans its shard from it (docs/distributed.md, "The algorithm")."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ..core import checks as _checks
+from ..dsl import associative_scan as _single_device_associative_scan
+from ..launchers.scan import check_initial_meta
+from ..torch_ops.reduce import reduce as _reduce
+from ..torch_ops.scan import cumulative_product as _cumulative_product
+from ..torch_ops.scan import cumulative_sum as _cumulative_sum
+from .dtensor import (check_placements, from_local, is_dtensor, mesh_shard, sharding_mesh_dim,
+                      to_local)
+from .spmd import METADATA_TIMEOUT, Step, check_shard, exchange, shard_record
+
+_SCAN_COMPARE = (("x", "dtype", "the shard dtype"), ("x", "rank", "the shard rank"),
+                 ("x", "outside_axis", "the shard shape outside the sharded axis"),
+                 ("axis", "axis", "axis"), ("reverse", "reverse", "reverse"),
+                 ("exclusive", "exclusive", "exclusive"))
+
+
+def _check_initial(initial, x: torch.Tensor, axis: int) -> None:
+    if initial is None:
+        return
+    _checks.check_readable("initial", initial)
+    check_initial_meta(initial, x, axis)
+    if initial.device != x.device:
+        raise ValueError(f"initial: tensor is on {initial.device} but x is on {x.device}; "
+                         "tensors must be on the same device")
+
+
+def _traversal(size: int, reverse: bool) -> list:
+    return list(range(size - 1, -1, -1)) if reverse else list(range(size))
+
+
+def _carry(contributions: list, present: list, position: int, reverse: bool, fold_scan):
+    """The fold, in traversal order, of the present contributions of the positions before
+    ``position`` (None when there is none). ``contributions[p]`` is a tuple of state tensors;
+    ``fold_scan(stacked)`` is the inclusive scan of a tuple of stacked states along dim 0 (a scan
+    because a user combine has nothing else; its last row is the fold). Every rank stacks the
+    same contributions in the same order, so a given position's carry is the same on every run."""
+    order = [p for p in _traversal(len(contributions), reverse) if present[p]]
+    before = [p for p in order if (p > position if reverse else p < position)]
+    if not before:
+        return None
+    stacked = tuple(torch.stack([contributions[p][i] for p in before])
+                    for i in range(len(contributions[before[0]])))
+    scanned = fold_scan(stacked)
+    return tuple(s[-1] for s in scanned)
+
+
+def _carry_in(exchanged, present: list, reverse: bool, fold_scan, initial):
+    """This shard's carry-in: the fold of the states of the present shards before it (see
+    ``_carry``), or ``initial`` on the shard where the traversal starts (None elsewhere)."""
+    carry = _carry(exchanged.states, present, exchanged.shard.position, reverse, fold_scan)
+    if carry is None and exchanged.shard.starts(reverse):
+        return initial
+    return carry
+
+
+def _sharded_scan(op: str, x, axis: int, run_local, run_shard, out, single: bool):
+    """A scan of DTensors like ``x`` along ``axis`` (normalized): ``run_local()`` on the local
+    shards when no mesh dim shards ``axis``, else ``run_shard(group, position)`` through the
+    protocol; the result back as DTensors of ``x``'s placements (``out`` itself when given; one
+    tensor when ``single``, else a tuple)."""
+    mesh_dim = sharding_mesh_dim(op, x, (axis,), f"axis {axis} is", "redistribute it over one")
+    result = run_local() if mesh_dim is None else run_shard(*mesh_shard(x, mesh_dim))
+    if out is not None:
+        return out
+    wrapped = tuple(from_local(r, x, x.placements, x.shape) for r in _as_tuple(result))
+    return wrapped[0] if single else wrapped
+
+
+def _as_tuple(xs) -> tuple:
+    return tuple(xs) if isinstance(xs, (tuple, list)) else (xs,)
+
+
+# ---------------------------------------------------------------------------------------------
+# cumulative_sum, cumulative_product
+# ---------------------------------------------------------------------------------------------
+def cumulative_sum(x, axis: int, *, group=None, reverse: bool = False, exclusive: bool = False,
+                   initial: Optional[torch.Tensor] = None, out: Optional[torch.Tensor] = None,
+                   timeout=None):
+    """Running sum along ``axis`` of a tensor sharded along ``axis`` over the ranks of ``group``
+    (None: the default group): ``x`` is this rank's shard, the shards lie in rank order, and each
+    rank may hold a different length (0 included). A DTensor is scanned along its placement: a
+    Shard(axis) axis moves only the totals, any other axis is scanned locally; a DTensor comes back.
+
+    ``initial`` (x's shape without ``axis``) is the carry-in of the whole scan: folded in before
+    rank 0's first element (reverse: before the last rank's last element). Only that rank reads
+    it; the others check its shape and dtype, so SPMD code may pass the same tensor everywhere.
+    ``timeout``: how long to wait for the other ranks at the metadata exchange
+    (``METADATA_TIMEOUT`` when None). Otherwise as ``tritonml.cumulative_sum``."""
+    return _cumulative("cumulative_sum", "SUM", _cumulative_sum, x, axis, group, reverse,
+                       exclusive, initial, out, timeout or METADATA_TIMEOUT)
+
+
+def cumulative_product(x, axis: int, *, group=None, reverse: bool = False,
+                       exclusive: bool = False, initial: Optional[torch.Tensor] = None,
+                       out: Optional[torch.Tensor] = None, timeout=None):
+    """Running product; see ``cumulative_sum``."""
+    return _cumulative("cumulative_product", "MULTIPLY", _cumulative_product, x, axis, group,
+                       reverse, exclusive, initial, out, timeout or METADATA_TIMEOUT)
+
+
+def _cumulative(name: str, total_function: str, local_scan, x, axis, group, reverse, exclusive,
+                initial, out, timeout):
+    op = f"tritonml.distributed.{name}"
+    if not is_dtensor(x):
+        return _cumulative_shard(op, total_function, local_scan, x, axis, group, None, reverse,
+                                 exclusive, initial, out, timeout)
+    check_placements(op, x.placements)
+    a = _checks.normalize_axis(axis, x.dim())
+    local, local_initial = x.to_local(), to_local(initial)
+    local_out = to_local(out) if out is not None else None
+    return _sharded_scan(
+        op, x, a,
+        lambda: local_scan(local, a, reverse=reverse, exclusive=exclusive,
+                           initial=local_initial, out=local_out),
+        lambda group, position: _cumulative_shard(op, total_function, local_scan, local, a,
+                                                  group, position, reverse, exclusive,
+                                                  local_initial, local_out, timeout),
+        out, single=True)
+
+
+def _cumulative_shard(op, total_function, local_scan, x, axis, group, position, reverse,
+                      exclusive, initial, out, timeout):
+    def local(shard) -> Step:
+        check_shard(x)
+        a = _checks.normalize_axis(axis, x.dim())
+        _checks.check_bool("reverse", reverse)
+        _checks.check_bool("exclusive", exclusive)
+        _check_initial(initial, x, a)
+        # The shard's total: one read of the shard with the reduce kernel. The rank where the
+        # traversal starts folds the user's initial in first, so the others never need it.
+        total = _reduce(x, total_function, a, keepdims=False)
+        if shard.starts(reverse) and initial is not None:
+            total = _reduce(torch.stack((initial, total)), total_function, 0, keepdims=False)
+        return Step(states=(total,), fields={"axis": a}, value=a)
+
+    exchanged = exchange(op, group, position,
+                         dict(shard_record(x, axis), reverse=reverse, exclusive=exclusive),
+                         local, _SCAN_COMPARE, timeout)
+    present = [True] * exchanged.shard.size  # an empty shard's total is the identity: harmless
+    carry = _carry_in(exchanged, present, reverse,
+                      lambda s: (_scan_along_ranks(total_function, s[0]),), (initial,))
+    return local_scan(x, exchanged.value, reverse=reverse, exclusive=exclusive,
+                      initial=None if carry is None else carry[0], out=out)
+
+
+def _scan_along_ranks(total_function: str, stacked: torch.Tensor) -> torch.Tensor:
+    scan = _cumulative_sum if total_function == "SUM" else _cumulative_product
+    return scan(stacked, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# associative_scan (user combine)
+# ---------------------------------------------------------------------------------------------
+def associative_scan(combine_fn, xs, axis: int, *, group=None, reverse: bool = False,
+                     exclusive: bool = False, identity=None, initial=None, out=None, timeout=None):
+    """A scan under a user ``combine_fn`` (a ``@triton.jit`` function of two tuple states, as for
+    ``tritonml.associative_scan``) of tensors sharded along ``axis`` over ``group``. ``combine_fn``
+    need not commute: the left argument is always the earlier one in traversal order.
+
+    A shard's total under a user combine has no reduce kernel, so each rank first runs a local
+    inclusive scan into a scratch buffer and takes its last element in traversal order (an extra
+    read and write of the shard: 4 passes in all instead of 3). Empty shards contribute nothing.
+    ``initial``, ``identity``, ``out``: as ``tritonml.associative_scan``; ``initial`` (a tuple) is
+    read on the rank where the traversal starts, as for ``cumulative_sum``."""
+    timeout = timeout or METADATA_TIMEOUT
+    op = "tritonml.distributed.associative_scan"
+    if not any(is_dtensor(t) for t in _as_tuple(xs)):
+        return _associative_scan_shard(op, combine_fn, xs, axis, group, None, reverse, exclusive,
+                                       identity, initial, out, timeout)
+    tensors = _as_tuple(xs)
+    first = tensors[0]
+    check_placements(op, first.placements)
+    a = _checks.normalize_axis(axis, first.dim())
+    locals_ = tuple(t.to_local() for t in tensors)
+    local_xs = locals_ if isinstance(xs, (tuple, list)) else locals_[0]
+    local_initial = None if initial is None else tuple(to_local(t) for t in _as_tuple(initial))
+    local_out = None if out is None else (tuple(to_local(t) for t in _as_tuple(out))
+                                          if isinstance(out, (tuple, list)) else to_local(out))
+    return _sharded_scan(
+        op, first, a,
+        lambda: _single_device_associative_scan(combine_fn, local_xs, a, reverse=reverse,
+                                                exclusive=exclusive, identity=identity,
+                                                initial=local_initial, out=local_out),
+        lambda group, position: _associative_scan_shard(op, combine_fn, local_xs, a, group,
+                                                        position, reverse, exclusive, identity,
+                                                        local_initial, local_out, timeout),
+        out, single=not isinstance(xs, (tuple, list)))
+
+
+def _associative_scan_shard(op, combine_fn, xs, axis, group, position, reverse, exclusive,
+                            identity, initial, out, timeout):
+    tensors = _as_tuple(xs)
+    initials = None if initial is None else _as_tuple(initial)
+
+    def local(shard) -> Step:
+        if not tensors:
+            raise ValueError("xs: expected a tensor or a non-empty tuple of tensors")
+        for i, t in enumerate(tensors):
+            check_shard(t, "xs" if len(tensors) == 1 else f"xs[{i}]")
+        a = _checks.normalize_axis(axis, tensors[0].dim())
+        length = tensors[0].shape[a]
+        if initials is not None:
+            if len(initials) != len(tensors):
+                raise ValueError(f"initial: expected {len(tensors)} tensors (one per xs), got "
+                                 f"{len(initials)}")
+            for t, init in zip(tensors, initials):
+                _check_initial(init, t, a)
+        start_initial = initials if (shard.starts(reverse) and initials is not None) else None
+        if length:
+            inclusive = _as_tuple(_single_device_associative_scan(
+                combine_fn, xs, a, reverse=reverse, identity=identity, initial=start_initial))
+            last = 0 if reverse else length - 1
+            total = tuple(t.select(a, last) for t in inclusive)
+        elif start_initial is not None:
+            total = tuple(start_initial)
+        else:  # nothing to contribute; a placeholder of the state's shape keeps all_gather even
+            total = tuple(t.select(a, 0) if t.shape[a] else
+                          t.new_zeros(t.shape[:a] + t.shape[a + 1:]) for t in tensors)
+        return Step(states=total, value=a,
+                    fields={"axis": a, "present": bool(length) or start_initial is not None})
+
+    record = dict(shard_record(tensors[0] if tensors else None, axis), reverse=reverse,
+                  exclusive=exclusive,
+                  dtypes=[str(t.dtype) if isinstance(t, torch.Tensor) else None for t in tensors],
+                  shapes=[tuple(t.shape) if isinstance(t, torch.Tensor) else None
+                          for t in tensors])
+    exchanged = exchange(op, group, position, record, local,
+                         _SCAN_COMPARE + (("xs", "dtypes", "the dtypes of xs"),), timeout)
+    present = [rec["present"] for rec in exchanged.records]
+    carry = _carry_in(exchanged, present, reverse,
+                      lambda s: _as_tuple(_single_device_associative_scan(
+                          combine_fn, s if len(s) > 1 else s[0], 0)), initials)
+    return _single_device_associative_scan(combine_fn, xs, exchanged.value, reverse=reverse,
+                                           exclusive=exclusive, identity=identity, initial=carry,
+                                           out=out)
