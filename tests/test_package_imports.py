@@ -35,3 +35,13 @@ def test_the_pattern_catches_every_form():
     for line in ("import tritonml_autotune", "from tritonml_cli import __version__",
                  "from .core import backend", "x = 'import tritonml'"):
         assert not BY_NAME.match(line), line
+
+
+def test_every_subpackage_is_installed():
+    """pyproject.toml lists the packages a wheel holds; an editable install finds unlisted ones
+    anyway, so a forgotten folder would only break for users who install the wheel."""
+    pyproject = (PACKAGE.parent / "pyproject.toml").read_text()
+    listed = set(re.findall(r'"([\w.]+)"', re.search(r"^packages = \[(.*)\]$", pyproject, re.M).group(1)))
+    folders = {".".join(path.parent.relative_to(PACKAGE.parent).parts)
+               for path in PACKAGE.rglob("__init__.py")}
+    assert folders <= listed, f"add to pyproject.toml's packages: {sorted(folders - listed)}"
