@@ -116,7 +116,8 @@ class MemTrace:
     _current: Optional[KernelLaunch] = None
 
     # --- totals ---
-    kernel_bytes = _kernel_total("bytes", "Bytes the kernels loaded, stored and touched atomically.")
+    kernel_bytes = _kernel_total("bytes", "Bytes the kernels loaded, stored and touched "
+                                 "atomically.")
     reread_bytes = _kernel_total("reread_bytes", """Loads of bytes a launch had already loaded from
         the same named region (each launch apart; see ``KernelLaunch.reread_bytes``).""")
     atomic_ops = _kernel_total("atomic_ops", "Mask-true lanes of the kernels' atomic operations.")

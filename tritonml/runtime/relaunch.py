@@ -9,7 +9,8 @@ by 16, and its width class; for each tensor: dtype and 16-byte alignment; every 
 value; the device), so a key never maps to a kernel compiled for other arguments.
 
 ``observing(callback)`` reports which way each compiled launch went ("bound": through
-``JITFunction.run``; "relaunched": straight to the compiled kernel), for benchmarks/host_overhead.py.
+``JITFunction.run``; "relaunched": straight to the compiled kernel), for
+benchmarks/host_overhead.py.
 """
 from __future__ import annotations
 

@@ -37,7 +37,8 @@ LOOKBACK = "lookback"   # int32: the int64 ticket word, then one status word per
 MAX_USES = 1 << 28
 
 _lock = threading.Lock()
-_workspaces: dict = _caches.register("resident.workspaces", {}, lock=_lock)   # (kind, device, stream) -> [tensor, uses]
+# (kind, device, stream) -> [tensor, uses]
+_workspaces: dict = _caches.register("resident.workspaces", {}, lock=_lock)
 
 
 def _stream_key(device: torch.device):
@@ -63,7 +64,8 @@ def take(kind: str, numel: int, dtype: torch.dtype, like: torch.Tensor) -> torch
         if held is None or held[0].numel() < numel or held[0].dtype != dtype \
                 or held[1] >= MAX_USES:
             size = max(numel, 2 * held[0].numel() if held is not None else 0, 64)
-            with _torch_compat.disable_current_modes():   # a watching mode (bench's counter): not the call's
+            # A watching mode (bench's counter) is not the call's: it must not see this memset.
+            with _torch_compat.disable_current_modes():
                 fresh = torch.zeros(size, dtype=dtype, device=like.device)
             held = _workspaces[key] = [fresh, 0]
         held[1] += 1
