@@ -2,18 +2,14 @@
 there in the installed torch."""
 from __future__ import annotations
 
-import pathlib
 import re
 
-import pytest
 import torch
 
+from private_api import REPO, offenders, uses
 from tritonml.core import torch_compat as _torch_compat
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 COMPAT = REPO / "tritonml" / "core" / "torch_compat.py"
-# tritonml itself, and the tooling that instruments and times its kernels.
-SCANNED = ("tritonml", "benchmarks")
 
 # Text that reaches into torch's private API: private modules and names under ``torch``, private
 # names fetched with getattr, and the private attributes of tensors tritonml has needed.
@@ -27,41 +23,32 @@ PRIVATE_TORCH = re.compile("|".join((
 
 def private_torch_uses(text: str) -> list:
     """(line number, matched text) of each private torch reference in ``text``."""
-    return [(text.count("\n", 0, m.start()) + 1, m.group(0).strip())
-            for m in PRIVATE_TORCH.finditer(text)]
+    return uses(PRIVATE_TORCH, text)
 
 
 def test_installed_torch_has_every_private_name_the_compat_module_relies_on():
     assert _torch_compat.missing() == []
 
 
-@pytest.mark.parametrize("line", [
-    "from torch.utils._python_dispatch import _get_current_dispatch_mode",
-    "from torch.utils import _python_dispatch",
-    "n = torch._C._len_torch_function_stack()",
-    "torch.overrides._push_mode(m)",
-    "if torch._is_zerotensor(t):",
+# Lines the scan must flag, and lines it must leave alone.
+PRIVATE_LINES = (
+    "from torch.utils._python_dispatch import _get_current_dispatch_mode", "t._is_zerotensor()",
+    "from torch.utils import _python_dispatch", "n = torch._C._len_torch_function_stack()",
+    "torch.overrides._push_mode(m)", "if torch._is_zerotensor(t):", "version = out._version",
     "enabled = torch.autograd.profiler._is_profiler_enabled",
     'level = getattr(torch.autograd.forward_ad, "_current_level", -1)',
     "from torch._subclasses.fake_tensor import FakeTensorMode",
-    "version = out._version",
-    "t._is_zerotensor()",
-])
-def test_the_scan_flags_private_torch_api(line):
-    assert private_torch_uses(line), line
+)
+PUBLIC_LINES = (
+    "from torch.overrides import TorchFunctionMode", "torch.library.wrap_triton(kernel)",
+    "print(torch.__version__)", "from .core import torch_compat as _torch_compat",
+    "_torch_compat.is_zerotensor(t)", "import torch as _torch", "self._ptr = 1 << 20",
+)
 
 
-@pytest.mark.parametrize("line", [
-    "from torch.overrides import TorchFunctionMode",
-    "torch.library.wrap_triton(kernel)",
-    "print(torch.__version__)",
-    "from .core import torch_compat as _torch_compat",
-    "_torch_compat.is_zerotensor(t)",
-    "import torch as _torch",
-    "self._ptr = 1 << 20",
-])
-def test_the_scan_leaves_public_api_alone(line):
-    assert not private_torch_uses(line), line
+def test_the_scan_flags_private_torch_api_and_leaves_public_api_alone():
+    assert [line for line in PRIVATE_LINES if not private_torch_uses(line)] == []
+    assert [line for line in PUBLIC_LINES if private_torch_uses(line)] == []
 
 
 def test_the_entries_answer_as_torch_does():
@@ -79,12 +66,6 @@ def test_the_entries_answer_as_torch_does():
 
 
 def test_no_module_but_the_compat_module_touches_private_torch_api():
-    offenders = []
-    for folder in SCANNED:
-        for path in sorted((REPO / folder).rglob("*.py")):
-            if path == COMPAT:
-                continue
-            for lineno, text in private_torch_uses(path.read_text(encoding="utf-8")):
-                offenders.append(f"{path.relative_to(REPO)}:{lineno}: {text}")
-    assert not offenders, ("private torch API belongs in tritonml/core/torch_compat.py only:\n"
-                           + "\n".join(offenders))
+    found = offenders(PRIVATE_TORCH, COMPAT)
+    assert not found, ("private torch API belongs in tritonml/core/torch_compat.py only:\n"
+                       + "\n".join(found))
