@@ -14,40 +14,46 @@ On the CPU the kernels run in the interpreter and the numbers mean nothing, unle
     python -m benchmarks.host_overhead --stub-launch
 
 times, on a machine without a GPU, the host path a warm call takes on one: the launchers' plans,
-the prepared launches (``tritonml.core.triton_compat.PreparedLaunch``: argument keys, binding) up to the
-compiled kernel's own C launcher, which is replaced by a no-op along with the driver's device and
+the prepared launches (``tritonml.runtime.relaunch.PreparedLaunch``: argument keys, binding) up to
+the compiled kernel's own C launcher, which is replaced by a no-op along with the driver's device and
 stream queries. It is our Python time from the public function to the kernel launch, what the
 20 us budget (docs/tuning.md) is about; the driver's launch itself (a few us) is not in it.
 """
 from __future__ import annotations
 
-import contextlib
-import types
-
 import argparse
+import collections
+import contextlib
 import sys
 import time
+import types
 
 import torch
 
 import tritonml
 import tritonml.tuning
 from tritonml.launchers.reduce import reduce_axes
-from tritonml.core.triton_compat import launch_counts
+from tritonml.runtime import relaunch as _relaunch
 from tritonml.launchers.scan import SUM, cumulative_scan
+
+
+# Compiled launches of the last ``per_call_us`` by the way they went (``relaunch.BOUND``: through
+# JITFunction.run, ``relaunch.RELAUNCHED``: straight to the compiled kernel).
+launch_counts: collections.Counter = collections.Counter()
 
 
 def per_call_us(fn, calls: int, sync) -> float:
     fn()
     sync()
     best = float("inf")
-    launch_counts["bound"] = launch_counts["relaunched"] = 0
-    for _ in range(3):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+    launch_counts.clear()
+    with _relaunch.observing(lambda way: launch_counts.update((way,))):
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            sync()
+            best = min(best, (time.perf_counter() - start) / calls * 1e6)
     return best
 
 
@@ -56,8 +62,8 @@ def gpu_host_path_with_launches_stubbed():
     """Take the compiled-launch path on CPU tensors, up to the C launcher (a no-op)."""
     from unittest import mock
 
+    from tritonml import runtime
     from tritonml.core import backend as _backend, triton_compat as _triton_compat
-    from tritonml.runtime import plan as _plan
 
     class StubCompiled:
         function = packed_metadata = None
@@ -69,10 +75,10 @@ def gpu_host_path_with_launches_stubbed():
             return None
 
     def first_launch(kernel, grid, args, meta, key):
-        # As _triton_compat._meta_order, from the interpreted kernel's parameter names.
+        # As _relaunch._meta_order, from the interpreted kernel's parameter names.
         names = tuple(kernel.arg_names[len(args):])
         entry = StubCompiled(), names if all(n in meta for n in names) else None
-        _triton_compat._compiled[key] = entry
+        _relaunch._compiled[key] = entry
         return entry
 
     stub_driver = types.SimpleNamespace(active=types.SimpleNamespace(
@@ -80,12 +86,11 @@ def gpu_host_path_with_launches_stubbed():
     try:
         with mock.patch.object(_backend, "INTERPRET", False), \
                 mock.patch.object(_triton_compat, "driver", stub_driver), \
-                mock.patch.object(_triton_compat, "_first_launch", first_launch):
+                mock.patch.object(_relaunch, "_first_launch", first_launch):
             yield
     finally:
-        # The plans' prepared launches now hold stub kernels: forget them.
-        _plan.clear()
-        _triton_compat._compiled.clear()
+        # The plans' prepared launches and the relaunch cache now hold stub kernels: forget them.
+        runtime.clear()
 
 
 def stubbed_main(calls: int) -> int:
@@ -101,7 +106,7 @@ def stubbed_main(calls: int) -> int:
             fn()
             with gpu_host_path_with_launches_stubbed():
                 us = per_call_us(fn, calls, lambda: None)
-        print(f"| {name} | {us:.1f} | {launch_counts['relaunched'] / (3 * calls):.2f} |",
+        print(f"| {name} | {us:.1f} | {launch_counts[_relaunch.RELAUNCHED] / (3 * calls):.2f} |",
               flush=True)
     return 0
 
@@ -143,7 +148,7 @@ def main(argv=None) -> int:
     print("|---|---:|---:|")
     for name, fn in cases(device):
         us = per_call_us(fn, calls, sync)
-        through_jit = f"{launch_counts['bound'] / (3 * calls):.2f}" if gpu else "-"
+        through_jit = f"{launch_counts[_relaunch.BOUND] / (3 * calls):.2f}" if gpu else "-"
         print(f"| {name} | {us:.1f} | {through_jit} |", flush=True)
     # Triton's own share: the recorded launches of two ops, relaunched straight through the
     # JIT function (no tritonml code in the loop).

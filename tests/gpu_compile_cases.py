@@ -268,7 +268,7 @@ def welford_reduce_launches(dtypes=WELFORD_DTYPES, regimes=tuple(WELFORD_REGIME_
     from unittest import mock
 
     import tritonml_autotune.heuristics as heuristics
-    from tritonml.runtime import plan as _plan
+    from tritonml import runtime
     from tritonml.torch_ops.reduce_with import reduce_with
     from tritonml.reductions import welford
 
@@ -284,7 +284,7 @@ def welford_reduce_launches(dtypes=WELFORD_DTYPES, regimes=tuple(WELFORD_REGIME_
         for regime, dtype in itertools.product(regimes, dtypes):
             shape, axes = WELFORD_REGIME_SHAPES[regime]
             x = torch.empty(shape, dtype=dtype)  # never touched: the launch is only recorded
-            _plan.clear()  # a remembered plan would not ask the patched heuristics again
+            runtime.clear()  # a remembered plan would not ask the patched heuristics again
             with _trace.record(execute=False) as rec:
                 reduce_with(welford, x, axes)
             if chosen[-1].regime == "split":
@@ -296,7 +296,7 @@ def welford_reduce_launches(dtypes=WELFORD_DTYPES, regimes=tuple(WELFORD_REGIME_
                 with _trace.record(execute=False) as twin_rec:
                     reduce_with(welford, x, axes, config=twin)
                 rec.launches.extend(twin_rec.launches)
-            _plan.clear()
+            runtime.clear()
             assert chosen[-1].regime == regime, (regime, chosen[-1])
             for launch in rec.launches:
                 desc = describe(launch)

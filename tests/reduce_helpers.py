@@ -212,7 +212,8 @@ def gpu_reduce_launches(cases):
     from unittest import mock
 
     import tritonml_autotune.heuristics as heuristics
-    from tritonml.runtime import plan as _plan, trace as _trace
+    from tritonml import runtime
+    from tritonml.runtime import trace as _trace
     from gpu_compile_cases import describe
     from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
 
@@ -233,13 +234,13 @@ def gpu_reduce_launches(cases):
             x = torch.empty(shape, dtype=dtype)  # never read: launches are only recorded
             if view is not None:
                 x = view(x)
-            _plan.clear()  # a remembered plan would not ask the patched heuristics again
+            runtime.clear()  # a remembered plan would not ask the patched heuristics again
             with _trace.record(execute=False) as rec:
                 reduce_axes(x, axes, COMBINES[ReduceFunction[function]])
                 if chosen[-1].regime == "split":   # and its two-launch twin
                     reduce_axes(x, axes, COMBINES[ReduceFunction[function]],
                                 config=dataclasses.replace(chosen[-1], one_launch=False))
-            _plan.clear()
+            runtime.clear()
             regime = chosen[-1].regime
             assert not isinstance(where, str) or regime == where, (where, chosen[-1])
             for launch in rec.launches:

@@ -1,6 +1,6 @@
 """The in-process plans (tritonml/runtime/plan.py), the direct eager path of the public functions
 (tritonml/torch_ops/define.py: direct_call_allowed) and the relaunch cache key of compiled kernels
-(tritonml/core/triton_compat.py: launch_compiled).
+(tritonml/runtime/relaunch.py: launch_compiled).
 
 Results are compared with numpy; the plan tests count how often a launcher plans, and check that
 every check that reads data pointers still runs on a plan reuse.
@@ -12,7 +12,8 @@ import pytest
 import torch
 
 import tritonml
-from tritonml.runtime import plan as _plan
+from tritonml import runtime
+from tritonml.runtime import plan as _plan, relaunch as _relaunch
 from tritonml.core import triton_compat as _triton_compat
 from tritonml.torch_ops import define as _define
 from tritonml.launchers import reduce as reduce_ops
@@ -23,7 +24,7 @@ from tritonml_autotune.configs import ScanConfig
 @pytest.fixture
 def plan_counts(monkeypatch):
     """How many times each launcher planned (a plan-cache miss) during the test."""
-    _plan.clear()
+    runtime.clear()
     counts = {"scan": 0, "reduce": 0}
     for module, name, kind in ((scan_ops, "_plan_scan", "scan"),
                                (reduce_ops, "_plan_reduce", "reduce")):
@@ -34,7 +35,7 @@ def plan_counts(monkeypatch):
             return _original(*args, **kwargs)
         monkeypatch.setattr(module, name, counting)
     yield counts
-    _plan.clear()
+    runtime.clear()
 
 
 def test_a_repeated_call_plans_once_and_stays_right(plan_counts):
@@ -124,13 +125,13 @@ def test_in_place_after_out_of_place_with_the_same_metadata(plan_counts):
 
 
 def test_the_plan_cache_is_bounded(monkeypatch):
-    _plan.clear()
+    runtime.clear()
     monkeypatch.setattr(_plan, "MAX_PLANS", 3)
     for n in range(1, 8):
         x = torch.arange(n, dtype=torch.int32)
         assert tritonml.cumulative_sum(x, 0).tolist() == np.cumsum(np.arange(n)).tolist()
         assert len(_plan._plans) <= 3
-    _plan.clear()
+    runtime.clear()
 
 
 # --------------------------------------------------------------------------------------------
@@ -207,24 +208,24 @@ def test_overwriting_a_tensor_saved_for_backward_is_detected():
 @pytest.mark.parametrize("a, b", [(1, 2), (16, 17), (2 ** 31 - 16, 2 ** 31), (2 ** 63 - 16, 2 ** 63),
                                   (True, 1), ((1, 16), (1, 32 + 1))])
 def test_relaunch_keys_separate_what_triton_specializes_on(a, b):
-    assert _triton_compat._arg_key(a) != _triton_compat._arg_key(b)
+    assert _relaunch._arg_key(a) != _relaunch._arg_key(b)
 
 
 def test_relaunch_keys_merge_what_triton_does_not_specialize_on():
-    assert _triton_compat._arg_key(32) == _triton_compat._arg_key(48)
-    assert _triton_compat._arg_key(3) == _triton_compat._arg_key(5)
+    assert _relaunch._arg_key(32) == _relaunch._arg_key(48)
+    assert _relaunch._arg_key(3) == _relaunch._arg_key(5)
     buffer = torch.empty(64)
-    assert _triton_compat._arg_key(buffer[:8]) == _triton_compat._arg_key(buffer[4:12])
-    assert _triton_compat._arg_key(buffer[:8]) != _triton_compat._arg_key(buffer[1:9])
-    assert _triton_compat._arg_key(buffer) != _triton_compat._arg_key(buffer.double())
+    assert _relaunch._arg_key(buffer[:8]) == _relaunch._arg_key(buffer[4:12])
+    assert _relaunch._arg_key(buffer[:8]) != _relaunch._arg_key(buffer[1:9])
+    assert _relaunch._arg_key(buffer) != _relaunch._arg_key(buffer.double())
 
 
 def test_relaunch_keys_refuse_tensor_subclasses():
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode() as mode:
         fake = mode.from_tensor(torch.empty(4))
-    with pytest.raises(_triton_compat._NotPlain):
-        _triton_compat._arg_key(fake)
+    with pytest.raises(_relaunch._NotPlain):
+        _relaunch._arg_key(fake)
 
 
 def test_meta_parameters_are_ordered_as_the_kernel_declares_them():
@@ -236,9 +237,9 @@ def test_meta_parameters_are_ordered_as_the_kernel_declares_them():
     assert names[:2] == ["x_ptr", "out_ptr"]
     meta = {name: 0 for name in reversed(names[4:])}
     meta["num_warps"] = 4
-    assert _triton_compat._meta_order(compiled_mode, 4, meta) == tuple(names[4:])
+    assert _relaunch._meta_order(compiled_mode, 4, meta) == tuple(names[4:])
     del meta[names[-1]]
-    assert _triton_compat._meta_order(compiled_mode, 4, meta) is None
+    assert _relaunch._meta_order(compiled_mode, 4, meta) is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -313,13 +314,13 @@ def test_a_prepared_launch_passes_exactly_what_a_full_launch_passes(monkeypatch)
     work = scan_work(layout, SUM, x.dtype, False, False, reverse=True, exclusive=False,
                      config=ScanConfig("rows", 256, 4, 4))
     (step,) = work.steps
-    prepared = _triton_compat.PreparedLaunch(kernel, step.launch.grid, step.launch.tail,
+    prepared = _relaunch.PreparedLaunch(kernel, step.launch.grid, step.launch.tail,
                                              step.launch.meta)
     # tensors: x, out and the initial's and the carry's slots (x stands in without them)
     order = tuple(p.name for p in kernel.params[4 + len(prepared.tail):])
-    key = (kernel, 0, tuple(_triton_compat._arg_key(a) for a in (x, out, x, x, *prepared.tail)),
+    key = (kernel, 0, tuple(_relaunch._arg_key(a) for a in (x, out, x, x, *prepared.tail)),
            tuple(prepared.meta.items()))
-    monkeypatch.setitem(_triton_compat._compiled, key, (Compiled(), order))
+    monkeypatch.setitem(_relaunch._compiled, key, (Compiled(), order))
     assert prepared.launch([x, out, x, x]) and prepared.launch([x, out, x, x])
     expected = (x, out, x, x, *prepared.tail, *(prepared.meta[name] for name in order))
     assert len(calls) == 2

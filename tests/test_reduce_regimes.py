@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import tritonml
+from tritonml import runtime
 from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ReduceConfig
 from tritonml.core.layout import ReduceLayout, reduce_layout
@@ -108,7 +109,7 @@ def test_results_are_bitwise_identical_run_to_run(regime):
                                     if REGIMES[name][2].regime == "split" and "two" not in name])
 def test_one_launch_split_gives_the_two_launch_bits_and_leaves_its_counters_at_zero(regime):
     shape, axes, config, _ = REGIMES[regime]
-    _resident.clear()
+    runtime.clear()
     for function in ("SUM", "ARGMIN", "LOG_SUM_EXP", "MAX"):
         x = make_input(shape, torch.float32, function, seed=11)
         one = _reduce(x, function, axes, config)

@@ -9,6 +9,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import tritonml
+from tritonml import runtime
 from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ReduceConfig, ScanConfig
 from tritonml.runtime import resident as _resident
@@ -34,9 +35,9 @@ def check_scan(x, axis=1):
 
 @pytest.fixture(autouse=True)
 def fresh_workspaces():
-    _resident.clear()
+    runtime.clear()
     yield
-    _resident.clear()
+    runtime.clear()
 
 
 def ticket_word():

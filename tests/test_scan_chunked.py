@@ -22,8 +22,9 @@ import torch
 from triton.runtime import interpreter
 
 import tritonml
+from tritonml import runtime
 from tritonml.core import layout as _layout
-from tritonml.runtime import plan as _plan, trace as _trace
+from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ScanConfig
 from tritonml.core.dtypes import ACC_TORCH_DTYPE, SUPPORTED_DTYPES
 from tritonml.kernels.combine import compose_affine
@@ -352,9 +353,9 @@ def choose_chunked(monkeypatch):
     def force(config: ScanConfig):
         monkeypatch.setattr(select, "choose_scan",
                             lambda *args, **kwargs: types.SimpleNamespace(config=config))
-    _plan.clear()
+    runtime.clear()
     yield force
-    _plan.clear()
+    runtime.clear()
 
 
 def test_cumulative_sum_and_product_through_the_torch_ops(choose_chunked):
@@ -678,7 +679,7 @@ def test_workspaces_hold_one_status_word_and_one_published_vector_per_chunk():
 def test_each_chunk_but_the_last_publishes_once_into_its_own_status_word():
     # The status words the launch writes (release exchanges) are exactly chains x (chunks - 1),
     # distinct, all inside the chains x chunks words after the ticket word.
-    _resident.clear()
+    runtime.clear()
     config = ScanConfig("chunked", 4, 2, chunk_tiles=2, window=2)
     x = torch.randn(3, 41, 4)
     cumulative_scan(x, 1, SUM, config=config)   # makes the resident workspace
@@ -702,7 +703,7 @@ def test_each_chunk_but_the_last_publishes_once_into_its_own_status_word():
     check(result, to_numpy(x), 1, "sum", False, False)
     assert len(published) == len(set(published)) == chains * (chunks - 1)
     assert min(published) >= 2 and max(published) < 2 + chains * chunks
-    _resident.clear()
+    runtime.clear()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 import tritonml
-from tritonml.core import backend as _backend, triton_compat as _triton_compat
+from tritonml.core import backend as _backend
+from tritonml.runtime import relaunch as _relaunch
 from tritonml.runtime import trace as _trace
 from reduce_helpers import FUNCTIONS, assert_matches, expected_tensor
 from scan_oracle import scan_matches, to_numpy
@@ -75,7 +76,7 @@ def test_compiled_launches_do_not_take_the_interpreter_lock(monkeypatch):
     def launch_compiled(kernel, grid, args, meta):
         kernel[grid](*args, **meta)
         return True
-    monkeypatch.setattr(_triton_compat, "launch_compiled", launch_compiled)
+    monkeypatch.setattr(_relaunch, "launch_compiled", launch_compiled)
     probe = _LockProbe()
     _trace.launch(probe, (1,), 0)
     assert probe.held == [False]

@@ -2,18 +2,15 @@
 there in the installed Triton."""
 from __future__ import annotations
 
-import pathlib
 import re
 
 import pytest
 import triton.language as tl
 
+from private_api import REPO, offenders, uses
 from tritonml.core import triton_compat as _triton_compat
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 COMPAT = REPO / "tritonml" / "core" / "triton_compat.py"
-# tritonml itself, and the tooling that instruments and compiles its kernels.
-SCANNED = ("tritonml", "benchmarks")
 
 # Text that reaches into Triton's private API: its internal modules, private names, the code
 # generator's keyword arguments.
@@ -30,8 +27,7 @@ PRIVATE_TRITON = re.compile("|".join((
 
 def private_triton_uses(text: str) -> list:
     """(line number, matched text) of each private Triton reference in ``text``."""
-    return [(text.count("\n", 0, m.start()) + 1, m.group(0).strip())
-            for m in PRIVATE_TRITON.finditer(text)]
+    return uses(PRIVATE_TRITON, text)
 
 
 def test_installed_triton_has_every_private_name_the_compat_module_relies_on():
@@ -83,12 +79,6 @@ def test_the_scan_leaves_public_api_alone(line):
 
 
 def test_no_module_but_the_compat_module_touches_private_triton_api():
-    offenders = []
-    for folder in SCANNED:
-        for path in sorted((REPO / folder).rglob("*.py")):
-            if path == COMPAT:
-                continue
-            for lineno, text in private_triton_uses(path.read_text(encoding="utf-8")):
-                offenders.append(f"{path.relative_to(REPO)}:{lineno}: {text}")
-    assert not offenders, ("private Triton API belongs in tritonml/core/triton_compat.py only:\n"
-                           + "\n".join(offenders))
+    found = offenders(PRIVATE_TRITON, COMPAT)
+    assert not found, ("private Triton API belongs in tritonml/core/triton_compat.py only:\n"
+                       + "\n".join(found))

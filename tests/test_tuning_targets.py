@@ -17,9 +17,10 @@ import pytest
 import torch
 
 import tritonml
+from tritonml import runtime
 import tritonml.tuning
 import tritonml_autotune.heuristics as heuristics
-from tritonml.runtime import plan as _plan, trace as _trace
+from tritonml.runtime import trace as _trace
 from tritonml.core.layout import axis_layout, reduce_layout
 from tritonml_autotune import devices, model, select, spaces
 
@@ -57,11 +58,11 @@ def record_as_cuda(run, execute=False) -> list:
                            lambda layout, _type, _device=None: reduce_config(layout, "cuda")), \
          _trace.record(execute=execute) as rec:
         # Plans remembered before (or made under) the patches would hide (or leak) them.
-        _plan.clear()
+        runtime.clear()
         try:
             run()
         finally:
-            _plan.clear()
+            runtime.clear()
     return describe(rec.launches)
 
 

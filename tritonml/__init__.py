@@ -19,7 +19,7 @@ from . import reductions
 import torch as _torch
 if _torch.distributed.is_available():
     # DTensor rules for torch.ops.tritonml.* (torch_ops/dtensor.py). The imports above have loaded
-    # torch._dynamo (torch.compiler.disable), which loads torch.distributed.tensor: no import
+    # TorchDynamo (torch.compiler.disable), which loads torch.distributed.tensor: no import
     # time added.
     from .torch_ops import dtensor as _dtensor_rules
     _dtensor_rules.register()

@@ -130,7 +130,7 @@ def cmd_tune(args) -> int:
     if args.clear:
         count = len(cache.entries())
         cache.clear()
-        select.forget()
+        tuning.forget()
         print(f"removed {count} entries from {cache.path}")
         return 0
     if args.show:
@@ -170,7 +170,7 @@ def cmd_tune(args) -> int:
                 entry["seconds"] = choice.seconds
             table[shipped.table_key(plan.key)] = entry
             results.append((item.label, dtype_text, tuning.config_text(fields), choice.source))
-    select.forget()
+    tuning.forget()
     print(tuning.markdown_table(("problem", "dtype", "config", "source"), results))
     print(f"{len(results)} problems; cache: {cache.path}")
     if args.write_table:

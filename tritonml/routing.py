@@ -32,7 +32,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .core import backend as _backend
+from .core import torch_compat as _torch_compat
 from .core.shapes import reduced_shape
+from .runtime import caches as _caches
 from .torch_ops.reduce import reduce as _reduce
 from .torch_ops.scan import cumulative_product, cumulative_sum
 
@@ -275,24 +277,16 @@ def _parse_devices(devices) -> frozenset:
     return frozenset(parsed)
 
 
-def _device_context_type():
-    try:
-        from torch.utils._device import DeviceContext
-    except ImportError:  # a torch without it has no mode that must stay at the bottom
-        return ()
-    return DeviceContext
-
-
 def _install() -> None:
     """Put this thread's routing mode at the bottom of its mode stack (above a default-device mode)."""
     if _state.mode is not None:
         return
-    stack = [torch.overrides._pop_mode() for _ in range(torch._C._len_torch_function_stack())]
+    stack = [_torch_compat.pop_function_mode() for _ in range(_torch_compat.function_mode_count())]
     stack.reverse()  # bottom first
-    keep_below = 1 if stack and isinstance(stack[0], _device_context_type()) else 0
+    keep_below = 1 if stack and isinstance(stack[0], _torch_compat.device_context_type()) else 0
     mode = _RoutingMode()
     for m in stack[:keep_below] + [mode] + stack[keep_below:]:
-        torch.overrides._push_mode(m)
+        _torch_compat.push_function_mode(m)
     _state.mode = mode
 
 
@@ -300,10 +294,10 @@ def _uninstall() -> None:
     mode, _state.mode = _state.mode, None
     if mode is None:
         return
-    stack = [torch.overrides._pop_mode() for _ in range(torch._C._len_torch_function_stack())]
+    stack = [_torch_compat.pop_function_mode() for _ in range(_torch_compat.function_mode_count())]
     for m in reversed(stack):
         if m is not mode:
-            torch.overrides._push_mode(m)
+            _torch_compat.push_function_mode(m)
 
 
 def _set(devices) -> None:
@@ -374,11 +368,6 @@ def _bind(route: Route, args, kwargs):
     return bound.arguments
 
 
-def _functorch_wrapped(t: torch.Tensor) -> bool:
-    check = getattr(torch._C._functorch, "is_functorch_wrapped_tensor", None)
-    return check is not None and check(t)
-
-
 def _named(t: torch.Tensor) -> bool:
     return any(n is not None for n in getattr(t, "names", ()))  # newer torch has no named tensors
 
@@ -395,17 +384,18 @@ def _readable(t) -> bool:
         return _readable(t.to_local())
     if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.layout != torch.strided:
         return False
-    if t.is_quantized or t.is_nested or t._is_zerotensor() or _named(t) or _functorch_wrapped(t):
+    if (t.is_quantized or t.is_nested or _torch_compat.is_zerotensor(t) or _named(t)
+            or _torch_compat.is_functorch_wrapped(t)):
         return False
     devices = _state.devices
     return (t.device.type, None) in devices or (t.device.type, t.device.index) in devices
 
 
 def _forward_ad_active() -> bool:
-    return getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0
+    return _torch_compat.forward_ad_active()
 
 
-_autograd_cache: dict = {}
+_autograd_cache: dict = _caches.register("routing.autograd", {})
 
 
 def _has_autograd(route: Route, function: str, device: torch.device) -> bool:
@@ -462,10 +452,11 @@ class _Plan:
         out = self.out
         target = out if out is not None else torch.empty(self.shape, dtype=self.result_dtype,
                                                          device=self.x.device)
-        version = out._version if out is not None and not out.is_inference() else None
+        version = (_torch_compat.tensor_version(out) if out is not None and not out.is_inference()
+                   else None)
         with torch.no_grad():
             ours(target.view(as_dtype) if self.result_dtype == torch.bool else target)
-        if version is not None and out._version == version:
+        if version is not None and _torch_compat.tensor_version(out) == version:
             torch.autograd.graph.increment_version(out)  # torch's out= and in-place count a write
         return target
 

@@ -17,24 +17,35 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from tritonml_autotune import devices, select
+from tritonml_autotune import cache, compiled, devices, engine, select, shipped
 from tritonml_autotune.devices import TARGET_ENV, Device
 from tritonml_autotune.engine import set_timing, timing
 
+from . import runtime as _runtime
 from .core.shapes import reduced_shape
-from .runtime import plan as _plan
+from .runtime import caches as _caches
 
 __all__ = ["Device", "TARGET_ENV", "current", "device", "forget", "set_timing", "target", "targets",
            "timing"]
+
+
+# The tuner (importable without tritonml) keeps its own caches; tritonml registers them, so
+# ``tritonml.runtime.clear()`` forgets the tuner's answers along with the plans built from them.
+_caches.register("tuner.select.answers", select._memo, lock=select._memo_lock)
+_caches.register("tuner.select.cuda_facts", select._cuda_facts)
+_caches.register("tuner.select.version", select.version)
+_caches.register("tuner.shipped.tables", shipped._entries)
+_caches.register("tuner.compiled.usage", compiled._table)
+_caches.register("tuner.engine.versions", engine._dist_version)
+_caches.register("tuner.cache.files", cache._default, lock=cache._default_lock)
 
 
 def forget() -> None:
     """Forget the configs this process has chosen (the tuner's answers and the launchers' plans),
     so the next call of each shape chooses again: after the tuning cache changed under this
     process (``tritonml tune`` in another one, or ``tritonml tune --clear``), or after
-    ``set_timing`` changed."""
-    select.forget()
-    _plan.clear()
+    ``set_timing`` changed. Empties every cache of the process (``tritonml.runtime.clear()``)."""
+    _runtime.clear()
 
 
 @contextmanager

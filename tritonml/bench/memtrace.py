@@ -37,7 +37,7 @@ from ..core import triton_compat as _triton_compat
 from ..core.checks import byte_span
 
 import triton
-from torch.utils._python_dispatch import TorchDispatchMode
+from ..core.torch_compat import TorchDispatchMode
 
 LOAD, STORE, ATOMIC = _triton_compat.LOAD, _triton_compat.STORE, _triton_compat.ATOMIC
 OTHER_REGION = "other"  # bytes outside every named region: workspaces
@@ -100,6 +100,11 @@ class TorchWork:
     bytes: int
 
 
+def _kernel_total(name: str, doc: str) -> property:
+    """A read-only total of the attribute ``name`` over a trace's kernel launches."""
+    return property(lambda trace: sum(getattr(k, name) for k in trace.kernels), doc=doc)
+
+
 @dataclass
 class MemTrace:
     regions: Dict[str, tuple]                      # name -> (first byte, end byte)
@@ -111,9 +116,11 @@ class MemTrace:
     _current: Optional[KernelLaunch] = None
 
     # --- totals ---
-    @property
-    def kernel_bytes(self) -> int:
-        return sum(k.bytes for k in self.kernels)
+    kernel_bytes = _kernel_total("bytes", "Bytes the kernels loaded, stored and touched "
+                                 "atomically.")
+    reread_bytes = _kernel_total("reread_bytes", """Loads of bytes a launch had already loaded from
+        the same named region (each launch apart; see ``KernelLaunch.reread_bytes``).""")
+    atomic_ops = _kernel_total("atomic_ops", "Mask-true lanes of the kernels' atomic operations.")
 
     @property
     def torch_bytes(self) -> int:
@@ -128,16 +135,6 @@ class MemTrace:
     def launches(self) -> int:
         """GPU launches the op would make: kernels plus torch-side memsets and copies."""
         return len(self.kernels) + len(self.torch_work)
-
-    @property
-    def reread_bytes(self) -> int:
-        """Loads of bytes a launch had already loaded from the same named region (each launch
-        apart; see ``KernelLaunch.reread_bytes``)."""
-        return sum(k.reread_bytes for k in self.kernels)
-
-    @property
-    def atomic_ops(self) -> int:
-        return sum(k.atomic_ops for k in self.kernels)
 
     @property
     def unrecorded_kernels(self) -> int:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy
 import torch
 
-from . import backend as _backend
+from . import backend as _backend, torch_compat as _torch_compat
 from .dtypes import check_dtype
 from .layout import last_offset
 
@@ -45,7 +45,7 @@ def check_readable(name: str, t) -> None:
                         "(.dequantize()) or pass the integer representation (.int_repr())")
     if t.device.type == "meta":
         raise TypeError(f"{name}: meta tensors have no data to read; pass a tensor on cpu or cuda")
-    if torch._is_zerotensor(t):
+    if _torch_compat.is_zerotensor(t):
         raise TypeError(f"{name}: a ZeroTensor has no storage to read or write; materialize it "
                         "with torch.zeros_like first")
 

@@ -15,9 +15,9 @@ Entries:
   there (tritonml/bench/gpu_compile.py).
 - ``interpreter_hooks``: callbacks on the interpreter's memory operations and kernel launches, to
   count the bytes a kernel moves (tritonml/bench/memtrace.py).
-- ``launch_compiled``, ``PreparedLaunch``: launch a compiled-mode kernel, relaunching an already
-  compiled specialization without ``JITFunction.run``'s per-launch argument binding
-  (tritonml/runtime/trace.py, tritonml/runtime/steps.py).
+- ``current_device``, ``parameter_names``, ``run_compiled``: relaunch an already compiled
+  specialization without ``JITFunction.run``'s per-launch argument binding
+  (tritonml/runtime/relaunch.py).
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ import inspect
 
 from . import backend as _backend  # first: chooses compiled or interpreted Triton before triton is imported
 
-import torch
 import triton.language as tl
 from triton import knobs
 from triton.runtime import driver
@@ -251,140 +250,35 @@ def specialize(kernel, backend, args, meta):
 
 
 # ---------------------------------------------------------------------------------------------
-# Relaunching a compiled specialization (tritonml/runtime/trace.py)
+# Relaunching a compiled specialization (tritonml/runtime/relaunch.py)
 # ---------------------------------------------------------------------------------------------
-# ``JITFunction.run`` binds and specializes every argument in Python on every launch: about 25 us
-# per launch on an H100's host with Triton 3.6, most of a small op's time. Its tail launches the
-# ``CompiledKernel`` it found through the kernel's own launcher; once a specialization has
-# compiled, ``launch_compiled`` does only that tail. The cache key is at least as fine as Triton's
-# specialization (for each integer: equal to 1, divisible by 16, and its width class; for each
-# tensor: dtype and 16-byte alignment; every meta-parameter's value; the device), so a key never
-# maps to a kernel compiled for other arguments. Checked: 3.6.0, 3.8.0, 3.9.0
-# (``JITFunction.run`` and ``CompiledKernel`` in triton/runtime/jit.py, triton/compiler/compiler.py).
+# ``JITFunction.run`` ends by launching the ``CompiledKernel`` it found through the kernel's own
+# launcher; ``run_compiled`` is that tail alone, for a specialization that has compiled already.
+# Checked: 3.6.0, 3.8.0, 3.9.0 (``JITFunction.run`` and ``CompiledKernel`` in
+# triton/runtime/jit.py, triton/compiler/compiler.py).
 _REQUIRED["triton.compiler.compiler.CompiledKernel.launch_metadata"] = ("grid", "stream")
 _REQUIRED["triton.compiler.compiler.CompiledKernel.run"] = ()
 _REQUIRED["triton.knobs.runtime"] = ()
 
-_compiled: dict = {}     # key -> (CompiledKernel, names of the meta-parameters in parameter order)
-_MAX_COMPILED = 4096
-# Launches through JITFunction.run ("bound") and straight to a compiled kernel ("relaunched"),
-# for benchmarks/host_overhead.py.
-launch_counts = {"bound": 0, "relaunched": 0}
+
+def current_device():
+    """The device compiled launches go to now, as Triton's driver names it."""
+    return driver.active.get_current_device()
 
 
-def _int_class(value: int) -> tuple:
-    return (value == 1, value % 16 == 0, -2 ** 31 <= value < 2 ** 31, value < 2 ** 63)
+def parameter_names(kernel) -> tuple:
+    """The names of a compiled-mode ``@triton.jit`` kernel's parameters, in order."""
+    return tuple(param.name for param in kernel.params)
 
 
-class _NotPlain(Exception):
-    """A tensor argument that is not a plain ``torch.Tensor`` (a fake or functional tensor while
-    torch traces): such launches go through ``torch.library.wrap_triton``."""
-
-
-def _arg_key(arg):
-    kind = type(arg)
-    if kind is int:
-        return _int_class(arg)
-    if kind is tuple:
-        return tuple(_arg_key(a) for a in arg)
-    if kind is torch.Tensor:
-        return arg.dtype, arg.data_ptr() % 16 == 0
-    if isinstance(arg, torch.Tensor):
-        raise _NotPlain
-    return kind, arg
-
-
-def _meta_order(kernel, positional: int, meta: dict):
-    """Names of ``kernel``'s parameters after the positional ones, in order, if ``meta`` gives
-    every one of them (else None: such a launch is never relaunched directly)."""
-    names = [param.name for param in kernel.params[positional:]]
-    return tuple(names) if all(name in meta for name in names) else None
-
-
-def _first_launch(kernel, grid, args, meta, key):
-    """Launch through ``JITFunction.run`` and remember the compiled specialization under ``key``;
-    returns ``(CompiledKernel, meta names in parameter order)``, or None when it cannot be
-    relaunched directly."""
-    launch_counts["bound"] += 1
-    compiled = kernel[grid](*args, **meta)
-    order = _meta_order(kernel, len(args), meta)
-    if compiled is None or order is None:
-        return None
-    if len(_compiled) >= _MAX_COMPILED:
-        _compiled.clear()
-    _compiled[key] = (compiled, order)
-    return compiled, order
-
-
-def _relaunch(compiled, grid: tuple, device, bound: tuple) -> None:
-    """The tail of ``JITFunction.run``: ``compiled``'s own launcher, with every argument bound."""
-    launch_counts["relaunched"] += 1
+def run_compiled(compiled, grid: tuple, device, bound: tuple) -> None:
+    """The tail of ``JITFunction.run``: ``compiled``'s own launcher on the current stream of
+    ``device``, with every argument bound (the positional ones, then the meta-parameters in
+    parameter order) and ``grid`` a tuple of up to three ints."""
     stream = driver.active.get_current_stream(device)
     compiled.run(*(grid + (1, 1))[:3], stream, compiled.function, compiled.packed_metadata,
                  compiled.launch_metadata(grid, stream, *bound), knobs.runtime.launch_enter_hook,
                  knobs.runtime.launch_exit_hook, *bound)
-
-
-def launch_compiled(kernel, grid, args, meta) -> bool:
-    """``kernel[grid](*args, **meta)`` for a compiled-mode ``@triton.jit`` kernel (``grid`` a tuple
-    of up to three ints), relaunching the compiled specialization directly when one exists.
-
-    Returns False, launching nothing, when a tensor argument is not a plain ``torch.Tensor``."""
-    try:
-        arg_keys = tuple(_arg_key(a) for a in args)
-    except _NotPlain:
-        return False
-    device = driver.active.get_current_device()
-    key = (kernel, device, arg_keys, tuple(meta.items()))
-    entry = _compiled.get(key)
-    if entry is None:
-        _first_launch(kernel, grid, args, meta, key)
-        return True
-    compiled, order = entry
-    _relaunch(compiled, tuple(grid), device, (*args, *(meta[name] for name in order)))
-    return True
-
-
-class PreparedLaunch:
-    """``kernel[grid](*tensors, *tail, **meta)`` with everything but the leading tensors fixed
-    (tritonml/runtime/steps.py builds one per launch of a planned call).
-
-    ``launch(tensors)`` relaunches the compiled specialization for those tensors' dtypes and
-    alignment without rebuilding the rest of the arguments; the first launch of each goes through
-    ``JITFunction.run``, sharing ``launch_compiled``'s cache. Returns False, launching nothing, for
-    tensors that are not plain."""
-
-    def __init__(self, kernel, grid, tail, meta):
-        self.kernel, self.grid, self.tail, self.meta = kernel, tuple(grid), tuple(tail), dict(meta)
-        self._tail_keys = tuple(_arg_key(a) for a in self.tail)
-        self._entries: dict = {}   # (device, tensor keys) -> (CompiledKernel, bound tail)
-
-    def launch(self, tensors) -> bool:
-        try:
-            tensor_keys = tuple(_arg_key(t) for t in tensors)
-        except _NotPlain:
-            return False
-        device = driver.active.get_current_device()
-        entry = self._entries.get((device, tensor_keys))
-        if entry is None:
-            args = (*tensors, *self.tail)
-            key = (self.kernel, device, tensor_keys + self._tail_keys, tuple(self.meta.items()))
-            cached = _compiled.get(key)
-            if cached is None:
-                cached = _first_launch(self.kernel, self.grid, args, self.meta, key)
-                if cached is not None:
-                    self._remember(device, tensor_keys, cached)
-                return True
-            entry = self._remember(device, tensor_keys, cached)
-        compiled, bound_tail = entry
-        _relaunch(compiled, self.grid, device, (*tensors, *bound_tail))
-        return True
-
-    def _remember(self, device, tensor_keys, cached):
-        compiled, order = cached
-        entry = compiled, (*self.tail, *(self.meta[name] for name in order))
-        self._entries[(device, tensor_keys)] = entry
-        return entry
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,6 +34,8 @@ from ..core import backend as _backend  # noqa: F401  (interpreted or compiled T
 import triton
 import triton.language as tl
 
+from ..runtime import caches as _caches
+
 _PREFIX = "tritonml_state_"
 _ADAPTER_FILE = "<tritonml combine adapter {name}>"
 
@@ -143,7 +145,8 @@ def _source(kind: str, name: str, arity: int, flagged: bool) -> str:
     return f"def {name}(a, b):\n    return FLAT({', '.join(args)})\n"
 
 
-_built: dict = {}   # (user function, kind, arity, flagged) -> the generated @triton.jit function
+# (user function, kind, arity, flagged) -> the generated @triton.jit function
+_built: dict = _caches.register("state_combine.built", {})
 _local_names: dict = {}   # user functions that cannot be found by import -> their number
 
 

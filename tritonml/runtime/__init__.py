@@ -1,2 +1,5 @@
 """The launch runtime: plans, prepared launches, resident workspaces, scratch buffers and launch
-recording."""
+recording, with one registry of the process's caches (``clear()`` empties them all)."""
+from .caches import clear, sizes
+
+__all__ = ["clear", "sizes"]

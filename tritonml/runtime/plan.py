@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import torch
 
+from ..core import torch_compat as _torch_compat
+from . import caches as _caches
+
 MAX_PLANS = 4096
 
-_plans: dict = {}
+_plans: dict = _caches.register("plan.plans", {})
 
 
 def tensor_key(t):
@@ -26,7 +29,7 @@ def tensor_key(t):
     if type(t) is not torch.Tensor or t.layout is not torch.strided or t.is_nested:
         return None
     return (t.shape, t.stride(), t.dtype, t.device, t.is_neg(), t.requires_grad,
-            torch._is_zerotensor(t))
+            _torch_compat.is_zerotensor(t))
 
 
 def option_key(value):
@@ -53,8 +56,3 @@ def lookup(key, build):
             _plans.clear()
         _plans[key] = plan
     return plan, True
-
-
-def clear() -> None:
-    """Forget every plan (tests; a change to the tuning cache made in this process)."""
-    _plans.clear()

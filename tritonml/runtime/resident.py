@@ -26,9 +26,9 @@ from __future__ import annotations
 import threading
 
 import torch
-from torch.utils._python_dispatch import _disable_current_modes
 
-from . import trace as _trace
+from ..core import torch_compat as _torch_compat
+from . import caches as _caches, trace as _trace
 
 ARRIVALS = "arrivals"   # int32, one per chain of a one-launch split reduction
 LOOKBACK = "lookback"   # int32: the int64 ticket word, then one status word per tile
@@ -37,7 +37,8 @@ LOOKBACK = "lookback"   # int32: the int64 ticket word, then one status word per
 MAX_USES = 1 << 28
 
 _lock = threading.Lock()
-_workspaces: dict = {}   # (kind, device, stream) -> [tensor, uses]
+# (kind, device, stream) -> [tensor, uses]
+_workspaces: dict = _caches.register("resident.workspaces", {}, lock=_lock)
 
 
 def _stream_key(device: torch.device):
@@ -63,7 +64,8 @@ def take(kind: str, numel: int, dtype: torch.dtype, like: torch.Tensor) -> torch
         if held is None or held[0].numel() < numel or held[0].dtype != dtype \
                 or held[1] >= MAX_USES:
             size = max(numel, 2 * held[0].numel() if held is not None else 0, 64)
-            with _disable_current_modes():   # a watching mode (bench's counter): not the call's
+            # A watching mode (bench's counter) is not the call's: it must not see this memset.
+            with _torch_compat.disable_current_modes():
                 fresh = torch.zeros(size, dtype=dtype, device=like.device)
             held = _workspaces[key] = [fresh, 0]
         held[1] += 1
@@ -76,9 +78,3 @@ def drop(like: torch.Tensor) -> None:
     with _lock:
         for key in [k for k in _workspaces if k[1] == like.device and k[2] == stream]:
             del _workspaces[key]
-
-
-def clear() -> None:
-    """Forget every resident workspace (tests; freeing device memory)."""
-    with _lock:
-        _workspaces.clear()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from . import trace as _trace
-from ..core.triton_compat import PreparedLaunch
+from .relaunch import PreparedLaunch
 from . import resident as _resident
 
 X, OUT = 0, 1   # tensor slots: x, out, the extra inputs ``Work.run`` is given, then the workspaces

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy
 import torch
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from ..core import backend as _backend, triton_compat as _triton_compat
+from ..core import backend as _backend, torch_compat as _torch_compat
+from . import relaunch as _relaunch
 
 # Recorders are per thread: a benchmark counting its launches does not see another thread's.
 _local = threading.local()
@@ -68,7 +68,7 @@ def runs_eagerly(t: torch.Tensor, *, observers: bool = False) -> bool:
     watches), and no CUDA graph capture in progress, where it would be traced or captured instead."""
     if type(t) is not torch.Tensor or torch.compiler.is_compiling():
         return False
-    mode = _get_current_dispatch_mode()
+    mode = _torch_compat.current_dispatch_mode()
     if mode is not None and not (observers and getattr(mode, "observes_only", False)):
         return False
     return not (t.device.type == "cuda" and torch.cuda.is_current_stream_capturing())
@@ -86,8 +86,8 @@ def launch(kernel, grid, *args, **meta) -> None:
         # integer wrap-around); a GPU does not, so neither does an interpreted launch.
         with _INTERPRETER_LOCK, numpy.errstate(all="ignore"):
             kernel[tuple(grid)](*args, **meta)
-    elif (torch.compiler.is_compiling() or _get_current_dispatch_mode() is not None
-          or not _triton_compat.launch_compiled(kernel, tuple(grid), args, meta)):
+    elif (torch.compiler.is_compiling() or _torch_compat.current_dispatch_mode() is not None
+          or not _relaunch.launch_compiled(kernel, tuple(grid), args, meta)):
         # While torch traces (torch.compile, export, make_fx: a tracing mode, or fake tensors),
         # wrap_triton records the launch into the graph. Plain eager launches skip it: its
         # eager path costs more host time than the launch itself.
@@ -96,8 +96,8 @@ def launch(kernel, grid, *args, **meta) -> None:
 
 def launch_prepared(prepared, tensors) -> None:
     """``launch(prepared.kernel, prepared.grid, *tensors, *prepared.tail, **prepared.meta)``
-    (``_triton_compat.PreparedLaunch``): the same recording, dry runs and interpreter; on a GPU,
+    (``relaunch.PreparedLaunch``): the same recording, dry runs and interpreter; on a GPU,
     outside any trace, a relaunch that reuses the prepared arguments."""
     if (_active() or _backend.INTERPRET or torch.compiler.is_compiling()
-            or _get_current_dispatch_mode() is not None or not prepared.launch(tensors)):
+            or _torch_compat.current_dispatch_mode() is not None or not prepared.launch(tensors)):
         launch(prepared.kernel, prepared.grid, *tensors, *prepared.tail, **prepared.meta)

@@ -9,9 +9,8 @@ whose shapes come from the fake kernels. The schema, the fake kernels, autograd 
 the same in both cases.
 """
 import torch
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from ..core import backend as _backend
+from ..core import backend as _backend, torch_compat as _torch_compat
 
 NAMESPACE = "tritonml"
 
@@ -92,8 +91,8 @@ def batch_first(x, x_bdim, out, out_bdim):
 # consult. The public functions then call the launcher directly; everywhere else they call the op.
 # torch's private state queries below have no public equivalent; each is looked up once, and a
 # torch without one makes every call go through the op (correct, only slower).
-_peek_functorch = getattr(getattr(torch._C, "_functorch", None), "peek_interpreter_stack", None)
-_len_function_modes = getattr(torch._C, "_len_torch_function_stack", None)
+_peek_functorch = _torch_compat.peek_functorch_interpreter
+_len_function_modes = _torch_compat.function_mode_count
 _DIRECT_CALLS_POSSIBLE = _peek_functorch is not None and _len_function_modes is not None
 
 
@@ -109,8 +108,8 @@ def direct_call_allowed(x, out=None, inputs=()) -> bool:
         return False
     return not (torch.compiler.is_compiling() or torch.jit.is_tracing()
                 or _peek_functorch() is not None or _len_function_modes()
-                or _get_current_dispatch_mode() is not None
-                or torch.autograd.profiler._is_profiler_enabled)
+                or _torch_compat.current_dispatch_mode() is not None
+                or _torch_compat.profiler_enabled())
 
 
 def mutated(t: torch.Tensor) -> None:

@@ -1,0 +1,26 @@
+"""Finding uses of a library's private API in tritonml's own code (tests/test_triton_compat.py,
+tests/test_torch_compat.py): each library's private API belongs in one compat module."""
+from __future__ import annotations
+
+import pathlib
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+# tritonml itself, and the tooling that instruments, compiles and times its kernels.
+SCANNED = ("tritonml", "benchmarks")
+
+
+def uses(pattern, text: str) -> list:
+    """(line number, matched text) of each match of the compiled regex ``pattern`` in ``text``."""
+    return [(text.count("\n", 0, m.start()) + 1, m.group(0).strip())
+            for m in pattern.finditer(text)]
+
+
+def offenders(pattern, allowed: pathlib.Path) -> list:
+    """``path:line: text`` of each match of ``pattern`` in SCANNED's Python files but ``allowed``."""
+    found = []
+    for folder in SCANNED:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            if path != allowed:
+                found.extend(f"{path.relative_to(REPO)}:{lineno}: {text}"
+                             for lineno, text in uses(pattern, path.read_text(encoding="utf-8")))
+    return found

@@ -1,0 +1,92 @@
+"""The one module of tritonml that touches torch's private API.
+
+Everything else goes through the names defined here whenever it needs something torch does not
+publish (tests/test_torch_compat.py checks that no other module of ``tritonml/`` or ``benchmarks/``
+names a private torch attribute). Each entry says why it is needed. Entries that a torch release
+may lack resolve to a fallback (None, or a function that answers as if the feature were off), so
+an upgrade degrades to the general path instead of failing at import; ``missing()`` lists what the
+installed torch lacks.
+"""
+from __future__ import annotations
+
+import torch
+import torch.overrides
+from torch.utils import _python_dispatch
+
+# ---------------------------------------------------------------------------------------------
+# Torch dispatch modes (tritonml/runtime/trace.py, resident.py; tritonml/bench/memtrace.py)
+# ---------------------------------------------------------------------------------------------
+# A launch traced or captured by a dispatch mode (fake tensors, make_fx, functionalization) must
+# not run eagerly; a mode that only watches (bench's counter) is asked to look away while a
+# resident workspace is allocated; ``tritonml/bench/memtrace.py`` defines such a watching mode.
+TorchDispatchMode = _python_dispatch.TorchDispatchMode
+current_dispatch_mode = _python_dispatch._get_current_dispatch_mode
+disable_current_modes = _python_dispatch._disable_current_modes
+
+
+# ---------------------------------------------------------------------------------------------
+# Zero tensors (tritonml/core/checks.py, runtime/plan.py, routing.py)
+# ---------------------------------------------------------------------------------------------
+# Forward-mode AD hands over "zero tensors" (no storage, read as zeros) for unset tangents; a kernel
+# cannot read them, so they are materialized or left to torch.
+is_zerotensor = torch._is_zerotensor
+
+
+def tensor_version(t: torch.Tensor) -> int:
+    """``t``'s version counter (bumped by every in-place write): routing.py checks whether an op
+    wrote its ``out``."""
+    return t._version
+
+
+# ---------------------------------------------------------------------------------------------
+# Torch function modes (tritonml/routing.py, tritonml/torch_ops/define.py)
+# ---------------------------------------------------------------------------------------------
+# Routing keeps its mode at the bottom of this thread's torch function mode stack, above a default
+# device mode (``torch.set_default_device``), which must stay lowest; the public functions take a
+# direct path only when no mode is active.
+function_mode_count = getattr(torch._C, "_len_torch_function_stack", None)
+pop_function_mode = torch.overrides._pop_mode
+push_function_mode = torch.overrides._push_mode
+
+
+def device_context_type():
+    """The class of ``torch.set_default_device``'s function mode (``()``: this torch has none)."""
+    try:
+        from torch.utils._device import DeviceContext
+    except ImportError:
+        return ()
+    return DeviceContext
+
+
+# ---------------------------------------------------------------------------------------------
+# functorch, forward-mode AD and the profiler (tritonml/routing.py, tritonml/torch_ops/)
+# ---------------------------------------------------------------------------------------------
+# The public functions call their launcher directly only outside vmap/grad transforms, forward-mode
+# AD and the autograd profiler, which must see the registered op.
+_functorch = getattr(torch._C, "_functorch", None)
+peek_functorch_interpreter = getattr(_functorch, "peek_interpreter_stack", None)
+_is_functorch_wrapped = getattr(_functorch, "is_functorch_wrapped_tensor", None)
+
+
+def is_functorch_wrapped(t: torch.Tensor) -> bool:
+    """``t`` is a functorch wrapper (a vmap batched or grad tensor)."""
+    return _is_functorch_wrapped is not None and _is_functorch_wrapped(t)
+
+
+def forward_ad_active() -> bool:
+    """A forward-mode AD level is entered (``torch.autograd.forward_ad.dual_level``)."""
+    return getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0
+
+
+def profiler_enabled() -> bool:
+    """The autograd profiler is recording."""
+    return bool(torch.autograd.profiler._is_profiler_enabled)
+
+
+def missing() -> list:
+    """The entries above that fell back because the installed torch lacks them."""
+    return [name for name, value in (
+        ("torch._C._len_torch_function_stack", function_mode_count),
+        ("torch._C._functorch.peek_interpreter_stack", peek_functorch_interpreter),
+        ("torch._C._functorch.is_functorch_wrapped_tensor", _is_functorch_wrapped),
+    ) if value is None]
