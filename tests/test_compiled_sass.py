@@ -82,9 +82,12 @@ def test_the_spread_covers_every_kernel_state_arch_and_dtype(facts):
 
 def test_compiled_sass_sm80_sm90_of_the_spread_is_as_committed(facts):
     entries = facts.measure(facts.spread(list(facts.launches())))
-    committed = json.loads(facts.OUTPUT.read_text(encoding="utf-8"))["entries"]
-    changed = facts.differences(entries, committed)
+    table = json.loads(facts.OUTPUT.read_text(encoding="utf-8"))
+    changed = facts.differences(entries, table["entries"])
+    import triton
     assert not changed, (
         "the compiled code of these kernel specializations changed:\n  " + "\n  ".join(changed)
         + f"\nA refactor must leave the SASS as it was. If the change is intended, regenerate the "
-          f"table ({_regenerate(facts)}, or --only KERNEL) and commit it with the change.")
+          f"table ({_regenerate(facts)}, or --only KERNEL) and commit it with the change. (The "
+          f"table was compiled with triton {table['triton']}, this run with {triton.__version__}: "
+          f"another Triton's ptxas emits other code.)")
