@@ -4,6 +4,9 @@
     python autotune/scripts/compile_facts.py --only scan_chunked
                                                         (that kernel's entries only; the others'
                                                          are kept as the file has them)
+    python autotune/scripts/compile_facts.py --check    (compile all, write nothing: exit 1 and
+                                                         list each entry that differs, SASS
+                                                         fingerprint included; --spread: a few)
 
 The cost model (``tritonml_autotune.compiled``) reads the JSON instead of compiling at run time:
 compiling one launch takes ptxas about a second, too slow for a config choice. Each entry is one
@@ -53,6 +56,8 @@ REDUCE_FUNCTIONS = {"value": "SUM", "value+index": "ARGMAX"}
 CHUNKED_ROWS = (1024, 2048, 4096)
 CHUNKED_LANES = (32, 64, 128)
 CHUNKED_ELEMENTS = (1024, 2048, 4096)
+# The fields an entry measures (the rest name the specialization).
+MEASURED = ("registers", "spill_bytes", "loads_in_flight", "sass_sha256")
 
 
 def _scan_launches(dtype, elements, lanes):
@@ -142,20 +147,17 @@ def _case(kernel, state, dtype, launch) -> dict:
     return case
 
 
-def main(argv=None) -> None:
-    import argparse
+def _key(entry: dict) -> tuple:
+    """What names one specialization: every field of the case plus the arch."""
+    return tuple(sorted((k, v) for k, v in entry.items() if k not in MEASURED))
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", help="comma-separated kernels to measure (e.g. scan_chunked); "
-                                       "the file's entries of every other kernel are kept")
-    args = parser.parse_args(argv)
-    kernels = set(args.only.split(",")) if args.only else None
-    descriptions, cases = [], []
-    for dtype, kernel, state, launch in launches(kernels):
-        cases.append(_case(kernel, state, dtype, launch))
-        descriptions.append(describe(launch))
+
+def measure(launched: list) -> list:
+    """Compile ``launched`` ((dtype, kernel, state, launch) each) for both archs; one entry per
+    case and arch, in that order."""
+    cases = [_case(kernel, state, dtype, launch) for dtype, kernel, state, launch in launched]
     start = time.monotonic()
-    results = compile_in_subprocess(descriptions, archs=ARCHS)
+    results = compile_in_subprocess([describe(launch) for *_, launch in launched], archs=ARCHS)
     print(f"compiled {len(results)} specializations in {time.monotonic() - start:.0f} s")
     entries = []
     for i, result in enumerate(results):
@@ -165,8 +167,66 @@ def main(argv=None) -> None:
         entries.append(dict(cases[i // len(ARCHS)], arch=result["arch"],
                             registers=result["registers"],
                             loads_in_flight=result.get("loads_in_flight"),
+                            sass_sha256=result.get("sass_sha256"),
                             spill_bytes=max(result.get("stack_bytes", 0),
                                             result.get("local_bytes", 0))))
+    return entries
+
+
+def spread(launched: list) -> list:
+    """A deterministic few of ``launched``: two per kernel and state class, its first case (the
+    smallest tile along a contiguous axis) and its last (the widest tile across lanes), in dtype
+    classes taken in turn (so every class appears, and each kernel in two of them)."""
+    groups: dict[tuple, list] = {}
+    for item in launched:
+        groups.setdefault(item[1:3], []).append(item)
+    classes = compiled.DTYPE_CLASSES
+    chosen = []
+    for i, items in enumerate(groups.values()):
+        chosen.append([item for item in items if item[0] == classes[i % len(classes)]][0])
+        chosen.append([item for item in items if item[0] == classes[(i + 2) % len(classes)]][-1])
+    return chosen
+
+
+def differences(entries: list, committed: list) -> list[str]:
+    """One line per entry of ``entries`` whose measured fields differ from the committed entry of
+    the same specialization (or that has none)."""
+    known = {_key(e): e for e in committed}
+    lines = []
+    for entry in entries:
+        old = known.get(_key(entry))
+        changed = ([f"{k} {old.get(k)} -> {entry.get(k)}" for k in MEASURED
+                    if old.get(k) != entry.get(k)] if old else ["not in the committed table"])
+        if changed:
+            case = ", ".join(f"{k}={v}" for k, v in sorted(entry.items()) if k not in MEASURED)
+            lines.append(f"{case}: {'; '.join(changed)}")
+    return lines
+
+
+def main(argv=None) -> int | None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", help="comma-separated kernels to measure (e.g. scan_chunked); "
+                                       "the file's entries of every other kernel are kept")
+    parser.add_argument("--check", action="store_true",
+                        help="compile and compare with the committed table instead of writing it: "
+                             "exit 1 and list the specializations whose registers, spills, loads "
+                             "in flight or SASS fingerprint changed")
+    parser.add_argument("--spread", action="store_true",
+                        help="check only a deterministic few specializations (two per kernel "
+                             "and state class, every dtype class): what "
+                             "tests/test_compiled_sass.py checks")
+    args = parser.parse_args(argv)
+    kernels = set(args.only.split(",")) if args.only else None
+    launched = list(launches(kernels))
+    if args.spread:
+        launched = spread(launched)
+    entries = measure(launched)
+    if args.check or args.spread:
+        changed = differences(entries, json.loads(OUTPUT.read_text(encoding="utf-8"))["entries"])
+        print("\n".join(changed) or f"all {len(entries)} entries as committed")
+        return 1 if changed else 0
     import triton
     if kernels is not None:   # keep every other kernel's entries as they are, in their order
         kept = json.loads(OUTPUT.read_text(encoding="utf-8"))
@@ -181,4 +241,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -13,6 +13,7 @@ since their own process interprets. (``tritonml/bench/gpu_compile.py`` re-export
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -143,6 +144,8 @@ def _cuobjdump(cubin: bytes, flag: str) -> str | None:
 # SASS: "/*0670*/  @P3 LDG.E.128 R8, desc[UR8][R36.64] ;"
 _SASS_INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
 _SASS_REGISTER = re.compile(r"\bR(\d+)\b")
+# One instruction, from its address to its ";" (the "/* 0x... */" encoding that follows dropped).
+_SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/[^;]*;")
 
 
 def loads_in_flight(sass: str) -> int:
@@ -193,15 +196,29 @@ def local_accesses_in_loops(sass: str) -> int:
                and any(start <= address <= end for start, end in loops))
 
 
+def sass_instructions(sass: str) -> list[str]:
+    """The instructions of ``cuobjdump -sass`` output, one "address predicate opcode operands"
+    string each with runs of blanks made one: no header (target, function name, ELF flags), no
+    encoding comments, nothing that names a file or a source line."""
+    return [" ".join(m.group(0).split()) for m in map(_SASS_LINE.search, sass.splitlines()) if m]
+
+
+def sass_fingerprint(sass: str) -> str:
+    """sha256 (hex) of the kernel's instructions (``sass_instructions``): equal for two compiles of
+    the same specialization wherever the source lives, different when the code ptxas emits is."""
+    return hashlib.sha256("\n".join(sass_instructions(sass)).encode()).hexdigest()
+
+
 def _resource_usage(cubin: bytes) -> dict:
-    """Registers and spill bytes from the cubin, the busiest loop's loads in flight and the
-    local-memory accesses inside loops."""
+    """Registers and spill bytes from the cubin, the busiest loop's loads in flight, the
+    local-memory accesses inside loops and the fingerprint of the SASS."""
     text = _cuobjdump(cubin, "-res-usage")
     if text is None:
         return {}
     sass = _cuobjdump(cubin, "-sass") or ""
     usage = {"loads_in_flight": loads_in_flight(sass),
-             "local_accesses_in_loops": local_accesses_in_loops(sass)}
+             "local_accesses_in_loops": local_accesses_in_loops(sass),
+             "sass_sha256": sass_fingerprint(sass)}
     if m := re.search(r"REG:(\d+)", text):
         usage["registers"] = int(m.group(1))
     if m := re.search(r"STACK:(\d+)", text):
