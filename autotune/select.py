@@ -36,12 +36,6 @@ from .problem import Problem
 SELECT_VERSION = 3
 TABLE = "table"   # Choice.source of a shipped-table entry
 HALF_DTYPES = (torch.float16, torch.bfloat16)
-# Reduce functions by the partial state they carry (tritonml/launchers/reduce.py, ReduceCombine.state).
-SUM_FUNCTIONS = ("SUM", "AVERAGE", "L1", "L2", "SUM_SQUARE", "LOG_SUM", "MULTIPLY")
-EXTREMUM_FUNCTIONS = ("MAX", "MIN")
-INDEX_FUNCTIONS = ("ARGMAX", "ARGMIN")
-INDEX_BYTES = 4          # the int32 index a partial state keeps (int64 only past 2**31 positions)
-OUT_INDEX_BYTES = 8      # the int64 indices ARGMAX/ARGMIN return by default
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -51,20 +45,6 @@ def _dtype_name(dtype: torch.dtype) -> str:
 def accumulator_bytes(dtype: torch.dtype) -> int:
     """Half types accumulate in float32, everything else in 64 bits (tritonml/core/dtypes.py)."""
     return 4 if dtype in HALF_DTYPES else 8
-
-
-def state_bytes(function: str, dtype: torch.dtype) -> int:
-    """Bytes of one partial state of a reduce ``function`` over ``dtype``."""
-    if function in SUM_FUNCTIONS:
-        return accumulator_bytes(dtype)
-    value = 4 if dtype in HALF_DTYPES else dtype.itemsize
-    if function in EXTREMUM_FUNCTIONS:
-        return value
-    if function in INDEX_FUNCTIONS:
-        return value + INDEX_BYTES
-    if function == "LOG_SUM_EXP":
-        return 2 * (8 if dtype == torch.float64 else 4)
-    raise ValueError(f"function: unknown reduce function {function!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,13 +158,11 @@ def plan_scan(layout, dtype: torch.dtype, device: torch.device | None, combine: 
                 tuple(candidates.scan_candidates(problem, heuristic, gpu)), ScanConfig)
 
 
-def plan_reduce(layout, dtype: torch.dtype, device: torch.device | None, function: str,
-                partial_bytes: int | None = None) -> Plan:
-    """``partial_bytes``: one partial state's bytes, for a reduction that is not a DirectML
-    function (a ``tritonml.Reduction``; by default from ``state_bytes(function, dtype)``)."""
-    out_bytes = OUT_INDEX_BYTES if function in INDEX_FUNCTIONS else dtype.itemsize
-    if partial_bytes is None:
-        partial_bytes = state_bytes(function, dtype)
+def plan_reduce(layout, dtype: torch.dtype, device: torch.device | None, function: str, *,
+                partial_bytes: int, out_bytes: int) -> Plan:
+    """``partial_bytes``: one partial state's bytes; ``out_bytes``: one output element's. Both come
+    from the reduction's record (``tritonml.Reduction.state_bytes`` / ``out_bytes``, the DirectML
+    functions' in tritonml/reduce_functions.py): the tuner knows no reduce function itself."""
     problem = Problem("reduce", function, _dtype_name(dtype), dtype.itemsize,
                       partial_bytes, out_bytes, max(layout.red_len, 1),
                       max(layout.inner_len, 1), layout.outer_len, layout.reduction_is_contiguous)
@@ -279,16 +257,18 @@ def choose_scan(layout, dtype: torch.dtype, device: torch.device | None, combine
 
 
 def choose_reduce(layout, dtype: torch.dtype, device: torch.device | None, function: str, *,
-                  make_runner=None, partial_bytes: int | None = None) -> engine.Choice:
+                  partial_bytes: int, out_bytes: int, make_runner=None) -> engine.Choice:
     """The config for a reduction (``function`` a ReduceFunction name: "SUM", "ARGMAX", ...) of
     ``dtype`` over ``layout`` (a ``ReduceLayout``) on ``device``; ``Choice.config`` is a
-    ``ReduceConfig``. ``make_runner`` as for ``choose_scan``; ``partial_bytes`` as for
-    ``plan_reduce``."""
+    ``ReduceConfig``. ``make_runner`` as for ``choose_scan``; ``partial_bytes`` and
+    ``out_bytes`` as for ``plan_reduce``."""
     gpu = gpu_of(device)
     if gpu is None:
         return engine.Choice(heuristics.reduce_config(layout, "cpu"), engine.DEFAULT)
     timing = _can_time(gpu, device, make_runner)
     memo_key = ("reduce", function, dtype, layout.red_len, layout.inner_len, layout.outer_len,
-                layout.reduction_is_contiguous, gpu, timing, cache_dir(), partial_bytes)
-    return _memoized(memo_key, lambda: plan_reduce(layout, dtype, device, function, partial_bytes),
+                layout.reduction_is_contiguous, gpu, timing, cache_dir(), partial_bytes, out_bytes)
+    return _memoized(memo_key, lambda: plan_reduce(layout, dtype, device, function,
+                                                   partial_bytes=partial_bytes,
+                                                   out_bytes=out_bytes),
                      make_runner if timing else None)

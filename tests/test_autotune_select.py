@@ -19,6 +19,7 @@ from tritonml_autotune.configs import ReduceConfig, ScanConfig
 from tritonml.core.dtypes import ACC_TORCH_DTYPE
 from tritonml.core.layout import axis_layout, reduce_layout
 from tritonml.launchers.reduce import COMBINES, ReduceFunction
+from tritonml.reduce_functions import record_of
 from tritonml_autotune import (candidates, compiled, cost, devices, engine, heuristics, select,
                                shipped, spaces, suite)
 from tritonml_autotune.problem import Problem
@@ -67,9 +68,30 @@ def test_without_a_target_the_cpu_gets_the_heuristics_config(shape, axis, dtype,
     layout = red_layout(shape, (axis,))
     for function in ("SUM", "ARGMAX"):
         choice = select.choose_reduce(layout, dtype, torch.device("cpu"), function,
+                                      **record_bytes(function, dtype),
                                       make_runner=lambda config: pytest.fail("timed on a CPU"))
         assert choice == engine.Choice(heuristics.reduce_config(layout, "cpu"), engine.DEFAULT)
     assert not isolated.exists()  # nothing read from or written to the cache
+
+
+def record_bytes(function: str, dtype) -> dict:
+    """What tritonml tells the tuner of a reduce function: its record's bytes."""
+    record = record_of(function)
+    return dict(partial_bytes=record.state_bytes((dtype,)), out_bytes=record.out_bytes((dtype,)))
+
+
+def expected_state_bytes(function: str, dtype) -> int:
+    """The partial states of docs/reduce.md, written out: sums and products in the accumulation
+    dtype, extrema in the input's (half types: float32), plus an int32 index for ARGMAX/ARGMIN,
+    LOG_SUM_EXP's (max, sum) in float32 (float64 for float64)."""
+    value = 4 if dtype in (torch.float16, torch.bfloat16) else dtype.itemsize
+    if function in ("MAX", "MIN"):
+        return value
+    if function in ("ARGMAX", "ARGMIN"):
+        return value + 4
+    if function == "LOG_SUM_EXP":
+        return 2 * (8 if dtype == torch.float64 else 4)
+    return ACC_TORCH_DTYPE[dtype].itemsize
 
 
 def test_partial_state_bytes_match_the_kernels_state_types():
@@ -78,11 +100,17 @@ def test_partial_state_bytes_match_the_kernels_state_types():
         for dtype in DTYPES:
             if COMBINES[function].float_only and not dtype.is_floating_point:
                 continue
-            state = COMBINES[function].state(dtype, False)
-            size = TORCH_DTYPE[state["STATE_DTYPE"]].itemsize
-            if state["HAS_AUX"]:
-                size += TORCH_DTYPE[state["AUX_DTYPE"]].itemsize
-            assert select.state_bytes(function.name, dtype) == size, (function, dtype)
+            _, state, _ = COMBINES[function].kernel_state((dtype,), False)
+            size = sum(TORCH_DTYPE[d].itemsize for d in state)
+            assert record_bytes(function.name, dtype)["partial_bytes"] == size, (function, dtype)
+            assert expected_state_bytes(function.name, dtype) == size, (function, dtype)
+            # what the tuner's problem holds
+            with tuning.target("H100"):
+                plan = select.plan_reduce(red_layout((64, 8), (0,)), dtype, None, function.name,
+                                          **record_bytes(function.name, dtype))
+            assert plan.problem.state_bytes == size, (function, dtype)
+            assert plan.problem.out_bytes == (8 if function.name.startswith("ARG")
+                                              else dtype.itemsize), (function, dtype)
     for dtype in DTYPES:
         assert select.accumulator_bytes(dtype) == ACC_TORCH_DTYPE[dtype].itemsize
 
@@ -92,7 +120,8 @@ def test_partial_state_bytes_match_the_kernels_state_types():
 # ---------------------------------------------------------------------------------------------
 def test_the_key_holds_op_regime_dtype_buckets_layout_device_and_versions():
     with tuning.target("H100"):
-        plan = select.plan_reduce(red_layout((4096, 1000), (0,)), torch.float16, None, "MAX")
+        plan = select.plan_reduce(red_layout((4096, 1000), (0,)), torch.float16, None, "MAX",
+                                  **record_bytes("MAX", torch.float16))
     key = plan.key
     assert {k: key[k] for k in ("op", "function", "dtype", "axis", "inner", "outer", "layout",
                                 "device", "regime")} == dict(
@@ -198,16 +227,19 @@ def test_choose_times_only_on_the_cuda_device_it_chooses_for(isolated):
     layout = red_layout((3000, 70), (0,))
     with tuning.target("H100"):  # CPU tensors: the interpreter's time says nothing about an H100
         choice = select.choose_reduce(layout, torch.float32, torch.device("cpu"), "SUM",
+                                      **record_bytes("SUM", torch.float32),
                                       make_runner=lambda config: pytest.fail("timed"))
     assert choice.source == engine.MODELED
     with tuning.target("A100"):  # remembered per target: an A100's answer is its own
-        a100 = select.choose_reduce(layout, torch.float32, torch.device("cpu"), "SUM")
+        a100 = select.choose_reduce(layout, torch.float32, torch.device("cpu"), "SUM",
+                                    **record_bytes("SUM", torch.float32))
     assert a100 == select.modeled(_plan_on("A100", layout))
 
 
 def _plan_on(name, layout):
     with tuning.target(name):
-        return select.plan_reduce(layout, torch.float32, None, "SUM")
+        return select.plan_reduce(layout, torch.float32, None, "SUM",
+                                  **record_bytes("SUM", torch.float32))
 
 
 def test_a_recorded_modeled_choice_does_not_stop_timing(isolated):

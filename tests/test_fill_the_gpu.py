@@ -57,9 +57,8 @@ def _size(dtype) -> int:
 
 def state_bytes(function: str, dtype) -> int:
     """Bytes of one partial state (value, plus the index or running sum where there is one)."""
-    state = COMBINES[ReduceFunction[function]].state(dtype, False)
-    aux = _size(TORCH_DTYPE[state["AUX_DTYPE"]]) if state["HAS_AUX"] else 0
-    return _size(TORCH_DTYPE[state["STATE_DTYPE"]]) + aux
+    _, state, _ = COMBINES[ReduceFunction[function]].kernel_state((dtype,), False)
+    return sum(_size(TORCH_DTYPE[d]) for d in state)
 
 
 def analytic_bytes(x, out, function, launches) -> list:

@@ -34,6 +34,7 @@ from torch.overrides import TorchFunctionMode
 from .core import backend as _backend
 from .core import torch_compat as _torch_compat
 from .core.shapes import reduced_shape
+from .reduce_functions import record_of
 from .runtime import caches as _caches
 from .torch_ops.reduce import reduce as _reduce
 from .torch_ops.scan import cumulative_product, cumulative_sum
@@ -399,16 +400,15 @@ _autograd_cache: dict = _caches.register("routing.autograd", {})
 
 
 def _has_autograd(route: Route, function: str, device: torch.device) -> bool:
-    """Whether tritonml's function records autograd: probed once on an empty input (no launch)."""
+    """Whether tritonml's function records autograd: a reduce function's record says (its
+    ``backward``); a scan is probed once on an empty input (no launch)."""
+    if not route.scan:
+        return record_of(function).backward is not None
     if function not in _autograd_cache:
         try:
             with torch.enable_grad():
-                if route.scan:
-                    empty = torch.zeros(0, device=device, requires_grad=True)
-                    probe = _SCANS[function](empty, 0)
-                else:
-                    empty = torch.zeros((0, 1), device=device, requires_grad=True)
-                    probe = _reduce(empty, function, 1)
+                empty = torch.zeros(0, device=device, requires_grad=True)
+                probe = _SCANS[function](empty, 0)
             _autograd_cache[function] = probe.grad_fn is not None
         except Exception:  # any failure means: not usable under autograd
             _autograd_cache[function] = False

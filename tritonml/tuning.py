@@ -131,6 +131,7 @@ def plan_for(item, dtype, device):
     """The ``tritonml_autotune.select`` plan for a suite ``item`` (a contiguous input)."""
     from tritonml_autotune import select
     from .core.layout import axis_layout, reduce_layout
+    from .reduce_functions import record_of
 
     shape = tuple(item.shape)
     if item.op in SCAN_OPS:
@@ -140,9 +141,11 @@ def plan_for(item, dtype, device):
         return select.plan_scan(layout, dtype, device, SCAN_OPS[item.op]), layout
     axes = tuple(range(len(shape))) if item.axes is None else tuple(sorted(set(item.axes)))
     out_shape = reduced_shape(shape, axes)
-    layout = reduce_layout(shape, _strides(shape), _strides(out_shape), axes,
-                           item.op in ("ARGMAX", "ARGMIN"))
-    return select.plan_reduce(layout, dtype, device, item.op), layout
+    record = record_of(item.op)
+    layout = reduce_layout(shape, _strides(shape), _strides(out_shape), axes, record.returns_index)
+    return select.plan_reduce(layout, dtype, device, item.op,
+                              partial_bytes=record.state_bytes((dtype,)),
+                              out_bytes=record.out_bytes((dtype,))), layout
 
 
 def runner_factory(item, dtype, device, layout):
@@ -150,9 +153,9 @@ def runner_factory(item, dtype, device, layout):
     tensors allocated once (zeros: timing does not depend on the values)."""
     import torch
 
-    from .launchers.reduce import COMBINES, launch_reduce
+    from .launchers.reduce import launch_reduce
     from .launchers.scan import PRODUCT, SUM, launch_scan
-    from .core.reduce_function import ReduceFunction
+    from .reduce_functions import record_of
 
     scratch = {}
 
@@ -163,7 +166,7 @@ def runner_factory(item, dtype, device, layout):
                 out = torch.empty_like(x)
             else:
                 out_shape = reduced_shape(item.shape, item.axes)
-                out_dtype = torch.int64 if item.op in ("ARGMAX", "ARGMIN") else dtype
+                out_dtype = record_of(item.op).output_dtypes((dtype,))[0]
                 out = torch.empty(out_shape, dtype=out_dtype, device=device)
             scratch.update(x=x, out=out)
         return scratch["x"], scratch["out"]
@@ -174,8 +177,7 @@ def runner_factory(item, dtype, device, layout):
             combine = SUM if item.op == "cumulative_sum" else PRODUCT
             return lambda: launch_scan(x, out, layout, combine, reverse=False, exclusive=False,
                                        config=config)
-        combine = COMBINES[ReduceFunction[item.op]]
-        return lambda: launch_reduce(x, out, layout, combine, config)
+        return lambda: launch_reduce(x, out, layout, record_of(item.op), config)
     return make_runner
 
 

@@ -17,13 +17,17 @@ from typing import Callable, Optional
 
 import torch
 
+from ..reduce_functions import RECORDS, record_of
 from .tolerances import TOLERANCES
 
 F32, F16, BF16, I32, I8 = torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int8
 SCAN_DTYPES = (F32, F16, BF16, I32)
 REDUCE_DTYPES = (F32, F16, BF16, I32, I8)
-REDUCE_FUNCTIONS = ("SUM", "AVERAGE", "L1", "L2", "SUM_SQUARE", "MULTIPLY", "MIN", "MAX", "ARGMIN",
-                    "ARGMAX", "LOG_SUM", "LOG_SUM_EXP")
+# Every reduce function with a record (tritonml/reduce_functions.py), the twelve in the published
+# reports' order (families together), any later one after them.
+_REPORTED = ("SUM", "AVERAGE", "L1", "L2", "SUM_SQUARE", "MULTIPLY", "MIN", "MAX", "ARGMIN",
+             "ARGMAX", "LOG_SUM", "LOG_SUM_EXP")
+REDUCE_FUNCTIONS = _REPORTED + tuple(f.name for f in RECORDS if f.name not in _REPORTED)
 SCAN_OPS = ("cumulative_sum",)
 RECURRENCE = "linear_recurrence"
 NOT_AVAILABLE = "not available in this build"
@@ -148,31 +152,6 @@ def relative_error(result: torch.Tensor, reference: torch.Tensor) -> float:
     return float(error.max()) if error.numel() else 0.0
 
 
-# ---------------------------------------------------------------------------------------------
-# Torch twins: reference (float64/int64) and eager op, per reduce function. ``dims`` a tuple.
-# ---------------------------------------------------------------------------------------------
-def _single(dims):
-    if len(dims) != 1:
-        raise ValueError("torch's arg and product reductions take one dim")
-    return dims[0]
-
-
-TORCH_REDUCE: dict = {
-    "SUM": lambda x, d: x.sum(dim=d, keepdim=True),
-    "AVERAGE": lambda x, d: x.mean(dim=d, keepdim=True),
-    "L1": lambda x, d: x.abs().sum(dim=d, keepdim=True),
-    "L2": lambda x, d: torch.linalg.vector_norm(x, 2, dim=d, keepdim=True),
-    "SUM_SQUARE": lambda x, d: (x * x).sum(dim=d, keepdim=True),
-    "MULTIPLY": lambda x, d: x.prod(dim=_single(d), keepdim=True),
-    "MIN": lambda x, d: x.amin(dim=d, keepdim=True),
-    "MAX": lambda x, d: x.amax(dim=d, keepdim=True),
-    "ARGMIN": lambda x, d: x.argmin(dim=_single(d), keepdim=True),
-    "ARGMAX": lambda x, d: x.argmax(dim=_single(d), keepdim=True),
-    "LOG_SUM": lambda x, d: x.sum(dim=d, keepdim=True).log(),
-    "LOG_SUM_EXP": lambda x, d: torch.logsumexp(x, dim=d, keepdim=True),
-}
-
-
 def torch_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int) -> torch.Tensor:
     """h[t] = gates[t] * h[t-1] + tokens[t], h[-1] = 0, one step at a time in the inputs' dtype:
     torch's closest eager form (it has no scan op for it)."""
@@ -225,7 +204,7 @@ def prepare(entry: Entry, op: str, dtype: torch.dtype, shape: tuple, device="cpu
     """Allocate inputs and output for ``op`` of ``entry`` at ``shape``. Raises ``NotAvailable``
     when this build of tritonml lacks the op."""
     from ..core.shapes import reduced_shape
-    from ..launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+    from ..launchers.reduce import reduce_axes
     from ..launchers.scan import SUM, cumulative_scan
     from ..torch_ops.reduce import reduce
     from ..torch_ops.scan import cumulative_sum
@@ -274,11 +253,12 @@ def prepare(entry: Entry, op: str, dtype: torch.dtype, shape: tuple, device="cpu
     x = make_input(shape, dtype, red_len, device)
     if op == "MULTIPLY" and dtype.is_floating_point:
         x = 1.0 + (x - 0.5) / red_len  # a product of values near 1 stays representable
-    returns_index = op.startswith("ARG")
+    record = record_of(op)   # the function's record: its torch twin, dtypes and output
+    returns_index = record.returns_index
     out_shape = reduced_shape(shape, axes)
     out_dtype = torch.int64 if returns_index else dtype
     out = torch.empty(out_shape, dtype=out_dtype, device=device)
-    twin = TORCH_REDUCE[op]
+    twin = record.torch_twin
     wide = torch.float64 if dtype.is_floating_point else torch.int64
 
     def reference():
@@ -288,13 +268,12 @@ def prepare(entry: Entry, op: str, dtype: torch.dtype, shape: tuple, device="cpu
         return result
 
     def torch_fn(v):
-        if not dtype.is_floating_point and op in ("AVERAGE", "L2", "LOG_SUM", "LOG_SUM_EXP"):
+        if not dtype.is_floating_point and record.float_only:
             return twin(v.to(torch.float32), axes)  # torch has no integer form of these
         return twin(v, axes)
 
-    combine = COMBINES[ReduceFunction[op]]
     return Prepared(lambda: reduce(x, op, axes, out=out), torch_fn, (x,), reference,
                     out, {"input": x, "output": out},
                     nbytes(shape, dtype) + nbytes(out_shape, out_dtype),
                     returns_index or not dtype.is_floating_point,
-                    lambda: reduce_axes(x, axes, combine, keepdims=True, out=out))
+                    lambda: reduce_axes(x, axes, record, keepdims=True, out=out))

@@ -10,13 +10,8 @@ import torch
 from ..core.dtypes import is_float
 from ..core.reduce_function import ReduceFunction
 from ..core.shapes import reduced_shape
+from ..reduce_functions import record_of
 from ..torch_ops.reduce import reduce as _reduce
-
-_FOLD_FUNCTION = {  # the reduce function that folds the ranks' partial results
-    ReduceFunction.SUM: "SUM", ReduceFunction.SUM_SQUARE: "SUM", ReduceFunction.L1: "SUM",
-    ReduceFunction.MULTIPLY: "MULTIPLY", ReduceFunction.MAX: "MAX", ReduceFunction.MIN: "MIN",
-    ReduceFunction.L2: "L2", ReduceFunction.LOG_SUM_EXP: "LOG_SUM_EXP",
-}
 
 
 def _local_argument(x, function: str, axes, sax):
@@ -44,10 +39,12 @@ def _local_argument(x, function: str, axes, sax):
 
 
 def _local_states(x, fn, red, sax) -> tuple:
-    """One read of the shard with tritonml's reduce kernel: the partial state the fold needs."""
-    if fn in (ReduceFunction.ARGMAX, ReduceFunction.ARGMIN):
+    """One read of the shard with tritonml's reduce kernel: the partial state the fold needs (the
+    function's record says which, ``ReduceRecord.fold``)."""
+    fold = record_of(fn).fold
+    if fold.how == "argument":
         return _local_argument(x, fn.name, red, sax)
-    if fn in (ReduceFunction.AVERAGE, ReduceFunction.LOG_SUM):
+    if fold.how == "mean":
         # the shard's mean, re-weighted by its count in the fold: unlike a rounded partial sum it
         # cannot overflow a half type where the global result does not
         return (_reduce(x, "AVERAGE", red, keepdims=True),)
@@ -57,9 +54,10 @@ def _local_states(x, fn, red, sax) -> tuple:
 def _fold(op, fn, states, lengths, other, red, sax, shard_shape, index_dtype):
     """The ranks' partial states, in shard order, folded into the result (rank kept)."""
     counts = [n * other for n in lengths]
-    if fn in (ReduceFunction.ARGMAX, ReduceFunction.ARGMIN):
+    fold = record_of(fn).fold
+    if fold.how == "argument":
         return _fold_argument(op, fn, states, lengths, other, red, sax, shard_shape, index_dtype)
-    if fn in (ReduceFunction.AVERAGE, ReduceFunction.LOG_SUM):
+    if fold.how == "mean":
         means = [s[0] for s, n in zip(states, counts) if n]  # an empty shard's mean is 0/0
         total = sum(counts)
         if not means:
@@ -74,7 +72,7 @@ def _fold(op, fn, states, lengths, other, red, sax, shard_shape, index_dtype):
             folded = torch.log(folded)
         return folded.to(means[0].dtype)
     stacked = torch.stack([s[0] for s in states])
-    return _reduce(stacked, _FOLD_FUNCTION[fn], 0, keepdims=False)
+    return _reduce(stacked, fold.by, 0, keepdims=False)
 
 
 def _fold_argument(op, fn, states, lengths, other, red, sax, shard_shape, index_dtype):
@@ -100,8 +98,7 @@ def _fold_argument(op, fn, states, lengths, other, red, sax, shard_shape, index_
         values.append(value)
         indices.append(flat)
     stacked_values = torch.stack(values)
-    best = _reduce(stacked_values, "MAX" if fn == ReduceFunction.ARGMAX else "MIN", 0,
-                   keepdims=True)
+    best = _reduce(stacked_values, record_of(fn).fold.by, 0, keepdims=True)
     # candidates: the ranks holding the best value (NaN: the ranks holding a NaN); the smallest
     # global index among them is the first occurrence over the whole tensor
     candidate = (stacked_values == best) | (stacked_values.isnan() & best.isnan()) \

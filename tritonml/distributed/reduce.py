@@ -13,6 +13,7 @@ from ..core.dtypes import is_float
 from ..core.reduce_function import ReduceFunction
 from ..core.shapes import reduced_shape
 from ..launchers.reduce import check_index_dtype
+from ..reduce_functions import record_of
 from ..torch_ops.reduce import reduce as _reduce
 from .dtensor import (check_placements, from_local, is_dtensor, mesh_shard, reduced_placements,
                       sharding_mesh_dim, to_local)
@@ -65,12 +66,11 @@ def _reduce_shard(op, x, function, axes, sharded_axis, group, position, keepdims
             local_result = _reduce(x, fn, red, keepdims=keepdims, index_dtype=index_dtype,
                                    out=out)
             return Step(fields=fields, value=local_result)
-        if fn in (ReduceFunction.AVERAGE, ReduceFunction.L2, ReduceFunction.LOG_SUM,
-                  ReduceFunction.LOG_SUM_EXP) and not is_float(x.dtype):
+        fn_record = record_of(fn)
+        if fn_record.float_only and not is_float(x.dtype):
             _reduce(x.narrow(sax, 0, 0), fn, red)  # the single-device TypeError
         if out is not None:
-            dtype = index_dtype if fn in (ReduceFunction.ARGMAX, ReduceFunction.ARGMIN) \
-                else x.dtype
+            dtype = index_dtype if fn_record.returns_index else x.dtype
             _checks.check_out(out, x, shape=reduced_shape(x.shape, red, keepdims), dtype=dtype)
         return Step(states=_local_states(x, fn, red, sax), fields=fields, value=(fn, red, sax))
 

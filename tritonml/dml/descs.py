@@ -285,41 +285,39 @@ _SCAN_PARSERS = {**_TENSOR_PARSERS, "axis": _as_int,
 
 
 @dataclass(frozen=True)
-class CumulativeSummationOperatorDesc(_OperatorDescBase):
-    """DML_CUMULATIVE_SUMMATION_OPERATOR_DESC: running sum of input_tensor along ``axis``."""
+class _CumulativeOperatorDesc(_OperatorDescBase):
+    """The fields DirectML's two cumulative structs share. Each adds its exclusive flag, whose
+    name differs (HasExclusiveSum / HasExclusiveProduct) and which users type: a subclass names
+    it (``exclusive_field=``) with its ``operator_type=``."""
     input_tensor: TensorDesc
     output_tensor: TensorDesc
     axis: int
     axis_direction: AxisDirection = AxisDirection.INCREASING
+
+    def __init_subclass__(cls, operator_type: str = "", exclusive_field: str = "", **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.OPERATOR_TYPE = operator_type
+        cls._EXCLUSIVE_FIELD = exclusive_field
+        cls._PARSERS = {**_SCAN_PARSERS, exclusive_field: _as_bool}
+        cls._OPTIONAL = ("axis_direction", exclusive_field)
+
+    @property
+    def exclusive(self) -> bool:
+        return getattr(self, self._EXCLUSIVE_FIELD)
+
+
+@dataclass(frozen=True)
+class CumulativeSummationOperatorDesc(_CumulativeOperatorDesc, operator_type="CUMULATIVE_SUMMATION",
+                                      exclusive_field="has_exclusive_sum"):
+    """DML_CUMULATIVE_SUMMATION_OPERATOR_DESC: running sum of input_tensor along ``axis``."""
     has_exclusive_sum: bool = False
 
-    OPERATOR_TYPE = "CUMULATIVE_SUMMATION"
-    _PARSERS = {**_SCAN_PARSERS, "has_exclusive_sum": _as_bool}
-    _OPTIONAL = ("axis_direction", "has_exclusive_sum")
 
-    @property
-    def exclusive(self) -> bool:
-        return self.has_exclusive_sum
-
-
-# Mirrors CumulativeSummationOperatorDesc on purpose: DirectML has two structs whose last field's
-# name differs (HasExclusiveSum / HasExclusiveProduct), and users type those names.
 @dataclass(frozen=True)
-class CumulativeProductOperatorDesc(_OperatorDescBase):
+class CumulativeProductOperatorDesc(_CumulativeOperatorDesc, operator_type="CUMULATIVE_PRODUCT",
+                                    exclusive_field="has_exclusive_product"):
     """DML_CUMULATIVE_PRODUCT_OPERATOR_DESC: running product of input_tensor along ``axis``."""
-    input_tensor: TensorDesc
-    output_tensor: TensorDesc
-    axis: int
-    axis_direction: AxisDirection = AxisDirection.INCREASING
     has_exclusive_product: bool = False
-
-    OPERATOR_TYPE = "CUMULATIVE_PRODUCT"
-    _PARSERS = {**_SCAN_PARSERS, "has_exclusive_product": _as_bool}
-    _OPTIONAL = ("axis_direction", "has_exclusive_product")
-
-    @property
-    def exclusive(self) -> bool:
-        return self.has_exclusive_product
 
 
 @dataclass(frozen=True)

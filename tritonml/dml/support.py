@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from ..reduce_functions import RECORDS
 from .descs import operator_type_name
 from .enums import (DEFAULT_FEATURE_LEVEL, DIMENSION_COUNT_MAX, DataType, FeatureLevel, LevelArg,
                     ReduceFunction, parse_level, parse_reduce_function)
@@ -91,14 +92,13 @@ _REDUCE_TABLES = {
     _RF.MULTIPLY: _SUM_TABLE, _RF.SUM: _SUM_TABLE,
 }
 
-# feature_level=None: what tritonml's kernels support (ranks 1 to 8, every dtype they take).
+# feature_level=None: what tritonml's kernels support (ranks 1 to 8, every dtype they take; a
+# reduce function's record says whether it takes floats only and returns an index).
 _TRITONML_SCAN = Support(None, ANY_RANK, _ALL_TYPES)
 _TRITONML_REDUCE = {
-    function: Support(None, ANY_RANK,
-                      _FLOAT_TYPES if function in (_RF.AVERAGE, _RF.L2, _RF.LOG_SUM, _RF.LOG_SUM_EXP)
-                      else _ALL_TYPES,
-                      _INDEX_TYPES if function in (_RF.ARGMAX, _RF.ARGMIN) else None)
-    for function in ReduceFunction
+    function: Support(None, ANY_RANK, _FLOAT_TYPES if record.float_only else _ALL_TYPES,
+                      _INDEX_TYPES if record.returns_index else None)
+    for function, record in RECORDS.items()
 }
 
 DML_NAMES = {"CUMULATIVE_SUMMATION": "DML_OPERATOR_CUMULATIVE_SUMMATION",

@@ -297,38 +297,40 @@ def min_along(s, merge):
 
 
 @triton.jit
+def _arg_along(s, LARGEST: tl.constexpr):
+    """(value, index) of the first occurrence of the maximum (``LARGEST``) or minimum along dim 0,
+    or of the first NaN if any lane is NaN (the rule of ``argmax_values`` / ``argmin_values``).
+    Inlined into each caller with its direction fixed, so each compiles as if written out."""
+    v = s[0]
+    is_nan = v != v
+    if v.dtype.is_floating():
+        any_nan = tl.max(is_nan.to(tl.int32), 0, keep_dims=True) > 0
+        if LARGEST:
+            best = tl.max(tl.where(is_nan, -_INF, v), 0, keep_dims=True)
+        else:
+            best = tl.min(tl.where(is_nan, _INF, v), 0, keep_dims=True)
+        candidates = tl.where(any_nan, is_nan, v == best)
+        value = tl.where(any_nan, _NAN, best)
+    else:
+        if LARGEST:
+            value = tl.max(v, 0, keep_dims=True)
+        else:
+            value = tl.min(v, 0, keep_dims=True)
+        candidates = v == value
+    return tl.reshape(value, [v.shape[1]]), _first_index_of(candidates, s[1])
+
+
+@triton.jit
 def argmax_along(s, merge):
     """(value, index) with the rule of ``argmax_values``: the first NaN if any, else the first
     occurrence of the maximum."""
-    v = s[0]
-    is_nan = v != v
-    if v.dtype.is_floating():
-        any_nan = tl.max(is_nan.to(tl.int32), 0, keep_dims=True) > 0
-        top = tl.max(tl.where(is_nan, -_INF, v), 0, keep_dims=True)
-        candidates = tl.where(any_nan, is_nan, v == top)
-        value = tl.where(any_nan, _NAN, top)
-    else:
-        value = tl.max(v, 0, keep_dims=True)
-        candidates = v == value
-    return tl.reshape(value, [v.shape[1]]), _first_index_of(candidates, s[1])
+    return _arg_along(s, True)
 
 
-# A deliberate mirror of ``argmax_along``: folding into one function would need a constexpr
-# direction flag threaded through every reduce kernel for two lines that differ (max/min, -inf/inf).
 @triton.jit
 def argmin_along(s, merge):
     """(value, index) with the rule of ``argmin_values``."""
-    v = s[0]
-    is_nan = v != v
-    if v.dtype.is_floating():
-        any_nan = tl.max(is_nan.to(tl.int32), 0, keep_dims=True) > 0
-        low = tl.min(tl.where(is_nan, _INF, v), 0, keep_dims=True)
-        candidates = tl.where(any_nan, is_nan, v == low)
-        value = tl.where(any_nan, _NAN, low)
-    else:
-        value = tl.min(v, 0, keep_dims=True)
-        candidates = v == value
-    return tl.reshape(value, [v.shape[1]]), _first_index_of(candidates, s[1])
+    return _arg_along(s, False)
 
 
 @triton.jit

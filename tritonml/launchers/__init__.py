@@ -2,10 +2,11 @@
 
 Each launcher is a plain function of tensors; tritonml/torch_ops registers them as torch ops. Each
 takes ``config=`` so a tuned config can be passed in, and scans and reductions take the combine
-function as a parameter (``ScanCombine``, ``ReduceCombine``).
+function as a parameter (``ScanCombine``; a reduce function's ``ReduceRecord``,
+tritonml/reduce_functions.py).
 """
-from .reduce import COMBINES, ReduceCombine, launch_reduce, reduce_axes
+from .reduce import COMBINES, ReduceRecord, launch_reduce, reduce_axes
 from .scan import PRODUCT, SUM, ScanCombine, cumulative_scan, launch_scan
 
-__all__ = ["ReduceCombine", "COMBINES", "reduce_axes", "launch_reduce",
+__all__ = ["ReduceRecord", "COMBINES", "reduce_axes", "launch_reduce",
            "ScanCombine", "SUM", "PRODUCT", "cumulative_scan", "launch_scan"]

@@ -4,8 +4,9 @@ design; the kernels are in tritonml/kernels/reduce.py, the combine functions in
 tritonml/kernels/combine.py.
 
 Layering: ``tritonml.reduce`` (the torch op, tritonml/torch_ops/reduce.py) -> ``reduce_axes`` (a
-``ReduceCombine`` and an optional ``ReduceConfig``: validate -> canonicalize -> choose a config)
--> ``launch_reduce`` (an already canonical layout and a config: launch).
+function's ``ReduceRecord``, tritonml/reduce_functions.py, and an optional ``ReduceConfig``:
+validate -> canonicalize -> choose a config) -> ``launch_reduce`` (an already canonical layout and
+a config: launch).
 """
 from __future__ import annotations
 
@@ -14,116 +15,26 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
-import triton.language as tl
 
 from tritonml_autotune import devices, select
 
 from ..core import checks as _checks
 from ..runtime import plan as _plan
 from tritonml_autotune.configs import ReduceConfig
-from ..core.dtypes import ACC_DTYPE, TL_DTYPE, TORCH_DTYPE, dtype_name, is_float
+from ..core.dtypes import TORCH_DTYPE, dtype_name
 from ..core.shapes import reduced_shape, strides_over_input
 from ..core.layout import ReduceLayout, reduce_layout
-from ..core.reduce_function import ReduceFunction
-from ..kernels import combine as _combine
+from ..core.reduce_function import ReduceFunction  # noqa: F401 (COMBINES' keys, for callers)
 from ..kernels.reduce import reduce_kernel, reduce_partials_kernel
+from ..reduce_functions import RECORDS, ReduceRecord
 from ..runtime import resident as _resident, scratch as _scratch, steps as _steps
 
 INDEX_DTYPES = (torch.int32, torch.int64, torch.uint32, torch.uint64)
 
 
-# ---------------------------------------------------------------------------------------------
-# Reduce functions
-# ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ReduceCombine:
-    """A reduction as the kernels run it: four ``@triton.jit`` functions (see the "Reductions" part
-    of tritonml/kernels/combine.py) and ``kind``, which fixes the state's dtype and identity:
-
-    - "sum", "prod": the accumulation dtype of ``_dtypes.ACC_DTYPE`` (float32 for half types,
-      float64 for float32, 64-bit integers), identity 0 / 1;
-    - "max", "min", "argmax", "argmin": the input dtype (half types: float32), identity -inf / +inf
-      (integers: the type's minimum / maximum); the arg kinds carry the index as aux;
-    - "logsumexp": float32 (float64 for float64 input), state (max, sum of exponentials).
-    """
-    name: str
-    prepare: object
-    merge: object
-    along: object
-    finish: object
-    kind: str
-    float_only: bool = False
-    returns_index: bool = False
-
-    def state(self, dtype: torch.dtype, index_64: bool) -> dict:
-        """Constexprs describing the state for input ``dtype`` (kernel meta-parameters)."""
-        kind = self.kind
-        aux_dtype, aux_identity, has_aux = tl.int32, 0, False
-        if kind in ("sum", "prod"):
-            state_dtype, identity = ACC_DTYPE[dtype], (0 if kind == "sum" else 1)
-        elif kind == "logsumexp":
-            state_dtype = tl.float64 if dtype == torch.float64 else tl.float32
-            identity, aux_dtype, aux_identity, has_aux = float("-inf"), state_dtype, 0.0, True
-        else:
-            # Half types compare in float32 (exact): Triton's interpreter holds bfloat16 as raw
-            # uint16 bits, so bfloat16 comparisons there would compare bit patterns.
-            state_dtype = tl.float32 if dtype in (torch.float16, torch.bfloat16) else TL_DTYPE[dtype]
-            low = kind in ("max", "argmax")
-            if is_float(dtype):
-                identity = float("-inf") if low else float("inf")
-            else:
-                info = torch.iinfo(dtype)
-                identity = info.min if low else info.max
-            if kind in ("argmax", "argmin"):
-                aux_dtype = tl.int64 if index_64 else tl.int32
-                aux_identity = 2**63 - 1 if index_64 else 2**31 - 1
-                has_aux = True
-        return dict(STATE_DTYPE=state_dtype, IDENTITY=identity, HAS_AUX=has_aux,
-                    AUX_DTYPE=aux_dtype, AUX_IDENTITY=aux_identity)
-
-    outputs = 1
-
-    def kernel_state(self, dtypes: tuple, index_64: bool) -> tuple:
-        """``(LOAD_DTYPES, STATE_DTYPES, IDENTITIES)`` for the kernels: the input converted to the
-        state's (first component's) dtype, a state of one or two components."""
-        state = self.state(dtypes[0], index_64)
-        if state["HAS_AUX"]:
-            return ((state["STATE_DTYPE"],), (state["STATE_DTYPE"], state["AUX_DTYPE"]),
-                    (state["IDENTITY"], state["AUX_IDENTITY"]))
-        return (state["STATE_DTYPE"],), (state["STATE_DTYPE"],), (state["IDENTITY"],)
-
-
-_c = _combine
-COMBINES = {
-    ReduceFunction.SUM: ReduceCombine("SUM", _c.keep_value, _c.add_values, _c.sum_along,
-                                      _c.finish_value, "sum"),
-    ReduceFunction.AVERAGE: ReduceCombine("AVERAGE", _c.keep_value, _c.add_values, _c.sum_along,
-                                          _c.finish_mean, "sum", float_only=True),
-    ReduceFunction.L1: ReduceCombine("L1", _c.abs_value, _c.add_values, _c.sum_along,
-                                     _c.finish_value, "sum"),
-    ReduceFunction.L2: ReduceCombine("L2", _c.square_value, _c.add_values, _c.sum_along,
-                                     _c.finish_sqrt, "sum", float_only=True),
-    ReduceFunction.SUM_SQUARE: ReduceCombine("SUM_SQUARE", _c.square_value, _c.add_values,
-                                             _c.sum_along, _c.finish_value, "sum"),
-    ReduceFunction.LOG_SUM: ReduceCombine("LOG_SUM", _c.keep_value, _c.add_values, _c.sum_along,
-                                          _c.finish_log, "sum", float_only=True),
-    ReduceFunction.LOG_SUM_EXP: ReduceCombine("LOG_SUM_EXP", _c.value_and_unit_sum,
-                                              _c.logsumexp_values, _c.logsumexp_along,
-                                              _c.finish_logsumexp, "logsumexp", float_only=True),
-    ReduceFunction.MULTIPLY: ReduceCombine("MULTIPLY", _c.keep_value, _c.mul_values, _c.prod_along,
-                                           _c.finish_value, "prod"),
-    ReduceFunction.MAX: ReduceCombine("MAX", _c.keep_value, _c.max_values, _c.max_along,
-                                      _c.finish_value, "max"),
-    ReduceFunction.MIN: ReduceCombine("MIN", _c.keep_value, _c.min_values, _c.min_along,
-                                      _c.finish_value, "min"),
-    ReduceFunction.ARGMAX: ReduceCombine("ARGMAX", _c.value_and_index, _c.argmax_values,
-                                         _c.argmax_along, _c.finish_index, "argmax",
-                                         returns_index=True),
-    ReduceFunction.ARGMIN: ReduceCombine("ARGMIN", _c.value_and_index, _c.argmin_values,
-                                         _c.argmin_along, _c.finish_index, "argmin",
-                                         returns_index=True),
-}
-del _c
+# The twelve DirectML functions, one record each (tritonml/reduce_functions.py): the reduction
+# ``reduce_axes`` takes.
+COMBINES = RECORDS
 
 
 # ---------------------------------------------------------------------------------------------
@@ -147,7 +58,7 @@ def _check_index_fits(index_dtype, red_len: int, name: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Launch
 # ---------------------------------------------------------------------------------------------
-def reduce_axes(x: torch.Tensor, axes, combine: ReduceCombine, *, keepdims: bool = True,
+def reduce_axes(x: torch.Tensor, axes, combine: ReduceRecord, *, keepdims: bool = True,
                 index_dtype: torch.dtype = torch.int64, out: Optional[torch.Tensor] = None,
                 config: Optional[ReduceConfig] = None) -> torch.Tensor:
     """Reduce ``axes`` of ``x`` with ``combine``; see ``tritonml.reduce``. ``config`` overrides
@@ -190,19 +101,17 @@ class _ReducePlan:
 def _plan_reduce(x, axes, combine, keepdims, index_dtype, out, config) -> _ReducePlan:
     # --- validate (nothing is launched or written before every check has passed) ---
     _checks.check_tensor("x", x)
-    if not isinstance(combine, ReduceCombine):
-        raise TypeError(f"combine: expected a ReduceCombine, got {type(combine).__name__}")
-    if combine.float_only and not is_float(x.dtype):
-        raise TypeError(f"function: {combine.name} is defined for floating-point x only (float16, "
-                        f"bfloat16, float32, float64; DirectML allows floats only), but x has dtype "
-                        f"{dtype_name(x.dtype)}; convert x to a floating-point dtype first")
+    if not isinstance(combine, ReduceRecord):
+        raise TypeError(f"combine: expected a ReduceRecord, got {type(combine).__name__}")
+    if combine.check is not None:
+        combine.check((x.dtype,))
     axes = _checks.normalize_axes(axes, x.dim())
     keepdims = _checks.check_bool("keepdims", keepdims)
     check_index_dtype(index_dtype)
     shape = tuple(x.shape) if x.dim() else (1,)
     x_strides = tuple(x.stride()) if x.dim() else (1,)
     result_shape = reduced_shape(x.shape, axes, keepdims)
-    result_dtype = index_dtype if combine.returns_index else x.dtype
+    result_dtype = index_dtype if combine.returns_index else combine.output_dtypes((x.dtype,))[0]
     spans = None
     if out is not None:
         _checks.check_out(out, x, shape=result_shape, dtype=result_dtype)
@@ -251,13 +160,15 @@ def _plan_reduce(x, axes, combine, keepdims, index_dtype, out, config) -> _Reduc
                 launch_reduce(*tensors, layout, combine, candidate)
             make_runner = _scratch.runner_factory(make_tensors, launch)
         config = select.choose_reduce(layout, x.dtype, x.device, combine.name,
+                                      partial_bytes=combine.state_bytes((x.dtype,)),
+                                      out_bytes=combine.out_bytes((x.dtype,)),
                                       make_runner=make_runner).config
     work = None if needs_copy else reduce_work(
         layout, combine, x.dtype, x.is_neg(), out is not None and out.is_neg(), config)
     return _ReducePlan(layout, config, result_shape, result_dtype, spans, needs_copy, work)
 
 
-def launch_reduce(x, out, layout: ReduceLayout, combine: ReduceCombine, config: ReduceConfig) -> None:
+def launch_reduce(x, out, layout: ReduceLayout, combine: ReduceRecord, config: ReduceConfig) -> None:
     """Launch the kernels ``config`` names over an already validated, canonical layout: one launch,
     or two for a "split" without ``one_launch`` (partial states to a workspace, then one fold per
     chain)."""
@@ -302,7 +213,7 @@ def reduce_work(layout: ReduceLayout, combine, dtype, negate_x: bool, negate_out
     inputs, outputs = len(dtypes), combine.outputs
     # Tuples of pointers only where needed: torch's tracing of Triton kernels (wrap_triton, under
     # torch.compile and export) sees the tensors of top-level arguments only.
-    tuples = not isinstance(combine, ReduceCombine)
+    tuples = not isinstance(combine, ReduceRecord)
     if not tuples and len(state_dtypes) > 2:
         raise ValueError(f"combine: {combine.name} has {len(state_dtypes)} state components; "
                          "single-pointer launches carry at most two")

@@ -1,4 +1,5 @@
-"""User-defined reductions: ``Reduction`` (the description) and ``reduce_with_axes`` (the launcher).
+"""User-defined reductions: ``reduce_with_axes``, the launcher of a ``Reduction`` (the description,
+tritonml/launchers/reduction.py).
 
 A ``Reduction`` runs on the very kernels the twelve DirectML functions run on
 (tritonml/kernels/reduce.py) in every regime, split included: its functions are the kernels'
@@ -11,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 import torch
 
@@ -20,115 +21,10 @@ from tritonml_autotune import devices, select
 from ..core import checks as _checks
 from ..runtime import plan as _plan
 from tritonml_autotune.configs import ReduceConfig
-from ..core.dtypes import TL_DTYPE
 from ..core.shapes import reduced_shape, strides_over_input
 from ..core.layout import reduce_layout
-from ..kernels import combine as _combine
 from .reduce import reduce_work
-
-_HALF_DTYPES = (torch.float16, torch.bfloat16)
-
-
-def default_load_dtype(dtype: torch.dtype) -> torch.dtype:
-    """What an input of ``dtype`` is converted to on load unless a Reduction says otherwise:
-    float16 and bfloat16 compute in float32, every other dtype as it is."""
-    return torch.float32 if dtype in _HALF_DTYPES else dtype
-
-
-@dataclass(frozen=True)
-class Reduction:
-    """A user-defined reduction, run by ``tritonml.reduce_with`` on tritonml's reduce kernels.
-
-    The state is a tuple of ``len(identity)`` components. The three functions are ``@triton.jit``
-    functions of tiles (2-D tensors, elementwise):
-
-    - ``prepare(xs, index) -> state``: ``xs`` a tuple with one tile per input tensor (each already
-      converted to its load dtype), ``index`` (int32 or int64) each element's position along the
-      reduced axes (row-major over them in their original order when ``uses_index``; otherwise a
-      position in memory order); returns a tuple of ``len(identity)`` tiles.
-    - ``merge(a, b) -> state``: elementwise and associative (the kernels fold in a fixed tree, not
-      left to right); ``merge(identity, s) == merge(s, identity) == s``.
-    - ``finish(state, count) -> outputs``: ``count`` the number of reduced elements (an int);
-      returns a tuple of ``outputs`` tiles.
-
-    ``along(state, merge) -> state`` folds a tile's rows; by default ``merge`` itself, by halving
-    (``tritonml.kernels.combine.merge_along``).
-
-    Dtypes are rules over the inputs' dtypes (a tuple of torch dtypes): ``state_dtypes(dtypes)``
-    one torch dtype per state component, ``output_dtypes(dtypes)`` one per output,
-    ``load_dtypes(dtypes)`` one per input (default: float16/bfloat16 as float32, the rest as is).
-    ``check(dtypes)``, if given, raises TypeError for inputs the reduction does not accept.
-
-    ``backward(xs, outputs, grad_outputs, axes) -> grads``, if given, is the reduction's gradient,
-    a plain function of torch tensors that ``tritonml.reduce_with`` calls from autograd: ``xs``
-    the inputs, ``outputs`` the outputs with the reduced axes kept as size 1 (so they broadcast
-    against ``xs``), ``grad_outputs`` one gradient per output of the same shape or None where an
-    output received none (never all None), ``axes`` the reduced axes (sorted, non-negative; ()
-    for a 0-d input). It returns a tuple with one gradient per input: a tensor of that input's
-    shape, or None.
-    Without it, inputs that require grad are refused (docs/dsl.md, "Gradients").
-    """
-    name: str
-    prepare: object
-    merge: object
-    finish: object
-    identity: tuple
-    state_dtypes: Callable
-    output_dtypes: Callable
-    inputs: int = 1
-    outputs: int = 1
-    along: object = None
-    load_dtypes: Optional[Callable] = None
-    check: Optional[Callable] = None
-    uses_index: bool = False
-    backward: Optional[Callable] = None
-
-    def __post_init__(self):
-        for name in ("prepare", "merge", "finish", "state_dtypes", "output_dtypes"):
-            if not callable(getattr(self, name)):
-                raise TypeError(f"{name}: expected a function (prepare, merge, finish: @triton.jit "
-                                f"functions), got {type(getattr(self, name)).__name__}")
-        if self.backward is not None and not callable(self.backward):
-            raise TypeError(f"backward: expected None or a function of torch tensors "
-                            f"(xs, outputs, grad_outputs, axes) -> grads, got "
-                            f"{type(self.backward).__name__}")
-        if not isinstance(self.identity, tuple) or not self.identity:
-            raise TypeError(f"identity: expected a non-empty tuple (one value per state component), "
-                            f"got {self.identity!r}")
-        for name in ("inputs", "outputs"):
-            value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                raise ValueError(f"{name}: expected a positive int, got {value!r}")
-        if self.along is None:
-            object.__setattr__(self, "along", _combine.merge_along)
-
-    # --- what the kernels need (tritonml/launchers/reduce.py: reduce_work) ---
-    @property
-    def returns_index(self) -> bool:
-        return self.uses_index
-
-    def kernel_state(self, dtypes: tuple, index_64: bool) -> tuple:
-        """``(LOAD_DTYPES, STATE_DTYPES, IDENTITIES)`` as Triton dtypes, for inputs of ``dtypes``."""
-        load = (self.load_dtypes(dtypes) if self.load_dtypes is not None
-                else tuple(default_load_dtype(d) for d in dtypes))
-        state = tuple(self.state_dtypes(dtypes))
-        if len(state) != len(self.identity):
-            raise ValueError(f"reduction: {self.name}'s state_dtypes gives {len(state)} dtypes for "
-                             f"a state of {len(self.identity)} components (identity)")
-        if len(load) != len(dtypes):
-            raise ValueError(f"reduction: {self.name}'s load_dtypes gives {len(load)} dtypes for "
-                             f"{len(dtypes)} input(s)")
-        for rule, chosen in (("load_dtypes", load), ("state_dtypes", state)):
-            unknown = [d for d in chosen if d not in TL_DTYPE]
-            if unknown:
-                raise TypeError(f"reduction: {self.name}'s {rule} gives {unknown[0]!r}, which the "
-                                "kernels do not support (use a float or integer torch dtype)")
-        return (tuple(TL_DTYPE[d] for d in load), tuple(TL_DTYPE[d] for d in state),
-                tuple(self.identity))
-
-    def state_bytes(self, dtypes: tuple) -> int:
-        return sum(d.itemsize for d in self.state_dtypes(dtypes))
-
+from .reduction import Reduction, default_load_dtype
 
 # The tuner's tiles are sized for the DirectML states, at most 16 bytes per lane (a float64 value
 # and an int64 index). A larger state (Welford over float64: 24 bytes) in the same tile would pass
@@ -236,7 +132,8 @@ def _plan_reduce_with(reduction, xs, axes, keepdims, config) -> _ReduceWithPlan:
     if config is None:
         state_bytes = reduction.state_bytes(dtypes)
         config = select.choose_reduce(layout, x.dtype, x.device, f"user:{reduction.name}",
-                                      partial_bytes=state_bytes).config
+                                      partial_bytes=state_bytes,
+                                      out_bytes=reduction.out_bytes(dtypes)).config
         config = fit_tile_to_state(config, state_bytes)
     work = reduce_work(layout, reduction, dtypes, False, False, config)
     return _ReduceWithPlan(layout, result_shape, output_dtypes, copy_inputs, work)

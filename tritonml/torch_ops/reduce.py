@@ -6,9 +6,9 @@ public function ``tritonml.reduce`` that calls them:
                          Tensor(a!) out) -> ()
 
 ``function`` is a ``ReduceFunction`` name; ``axes`` are normalized (sorted, non-negative) by the
-public function, and an empty list means every axis. Gradients: docs/torch.md.
+public function, and an empty list means every axis. Gradients: each function's record
+(tritonml/reduce_functions.py), docs/torch.md.
 """
-import math
 from typing import List, Optional
 
 import torch
@@ -16,12 +16,13 @@ import torch
 from ..core import checks as _checks
 from ..core.reduce_function import ReduceFunction
 from ..core.shapes import reduced_shape
-from ..launchers.reduce import COMBINES, check_index_dtype, reduce_axes
+from ..launchers.reduce import check_index_dtype, reduce_axes
+from ..reduce_functions import RECORDS
 from .define import batch_first, define, differentiable, direct_call_allowed, mutated
 
 
-def _combine(function: str):
-    return COMBINES[ReduceFunction[function]]
+def _record(function: str):
+    return RECORDS[ReduceFunction[function]]
 
 
 def _axes(axes: List[int], rank: int) -> tuple:
@@ -31,20 +32,20 @@ def _axes(axes: List[int], rank: int) -> tuple:
 @define("reduce")
 def reduce_op(x: torch.Tensor, function: str, axes: List[int], keepdims: bool,
               index_dtype: torch.dtype) -> torch.Tensor:
-    return reduce_axes(x, list(axes) or None, _combine(function), keepdims=keepdims,
+    return reduce_axes(x, list(axes) or None, _record(function), keepdims=keepdims,
                        index_dtype=index_dtype)
 
 
 @define("reduce_out", mutates_args=("out",))
 def reduce_out(x: torch.Tensor, function: str, axes: List[int], keepdims: bool,
                index_dtype: torch.dtype, out: torch.Tensor) -> None:
-    reduce_axes(x, list(axes) or None, _combine(function), keepdims=keepdims,
+    reduce_axes(x, list(axes) or None, _record(function), keepdims=keepdims,
                 index_dtype=index_dtype, out=out)
 
 
 @reduce_op.register_fake
 def _fake(x, function, axes, keepdims, index_dtype):
-    combine = _combine(function)
+    combine = _record(function)
     shape = reduced_shape(x.shape, _axes(axes, x.dim()), keepdims)
     return x.new_empty(shape, dtype=index_dtype if combine.returns_index else x.dtype)
 
@@ -96,69 +97,21 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(x, output)
 
 
-def _sum(t, axes):
-    """SUM over ``axes`` with the rank kept, on tritonml's kernels (differentiable)."""
-    return _differentiable_reduce(t, "SUM", list(axes), True, torch.int64)
-
-
 def _backward(ctx, grad):
+    """The function's gradient, from its record (``ReduceRecord.backward``, in the convention of
+    ``tritonml.Reduction.backward``: the output and its gradient with the reduced axes kept)."""
     x, result = ctx.saved_tensors
-    function, axes = ctx.function, ctx.axes
-    if function in ("ARGMAX", "ARGMIN"):
-        raise RuntimeError(f"reduce: {function} is not differentiable (its output is an index)")
-    grad = grad.reshape(ctx.keep_shape)      # kept rank, so it broadcasts against x
-    y = result.reshape(ctx.keep_shape)
-    zero = torch.zeros_like(x)
-    if function == "SUM":
-        grad_x = grad.expand(x.shape)
-    elif function == "AVERAGE":
-        # A 0-d x acts as shape [1] (its axes are (0,), past x.shape): one element.
-        count = math.prod(x.shape[a] for a in axes) if x.dim() else 1
-        grad_x = (grad / count).expand(x.shape)
-    elif function == "SUM_SQUARE":
-        grad_x = 2 * x * grad
-    elif function == "L1":
-        grad_x = torch.sign(x) * grad
-    elif function == "L2":
-        # x / ||x||, and 0 where the norm is 0 (the subgradient torch's norm uses).
-        grad_x = torch.where(y == 0, zero, x / torch.where(y == 0, torch.ones_like(y), y)) * grad
-    elif function == "LOG_SUM":
-        grad_x = (grad / _sum(x, axes)).expand(x.shape)
-    elif function == "LOG_SUM_EXP":
-        grad_x = _softmax(x, y, axes) * grad
-    elif function in ("MAX", "MIN"):
-        # Evenly over ties, as torch's amax/amin; a NaN result sends it to the NaNs.
-        selected = ((x == y) | (x.isnan() & y.isnan())).to(x.dtype)
-        grad_x = selected / _sum(selected, axes) * grad
-    elif function == "MULTIPLY":
-        grad_x = _product_gradient(x, y, axes) * grad
-    else:  # pragma: no cover - every function is listed above
-        raise AssertionError(function)
+    record = _record(ctx.function)
+    if record.backward is None:
+        why = "its output is an index" if record.returns_index else "its record has no backward"
+        raise RuntimeError(f"reduce: {ctx.function} is not differentiable ({why})")
+    keep = ctx.keep_shape                    # kept rank, so they broadcast against x
+    axes = ctx.axes if x.dim() else ()       # a 0-d x: no axis to name, one element
+    (grad_x,) = record.backward((x,), (result.reshape(keep),), (grad.reshape(keep),), axes)
     return grad_x, None, None, None, None
 
 
-def _softmax(x, y, axes):
-    """exp(x - logsumexp): finite results as usual; -inf (every element -inf) gives 0; +inf
-    splits evenly over the +inf elements."""
-    finite = torch.isfinite(y)
-    shifted = torch.exp(x - torch.where(finite, y, torch.zeros_like(y)))
-    at_inf = ((x == y) & (y == float("inf"))).to(x.dtype)
-    return torch.where(finite, shifted, at_inf / torch.clamp(_sum(at_inf, axes), min=1))
-
-
-def _product_gradient(x, y, axes):
-    """prod of the other elements: y / x without zeros; with one zero, the product of the rest at
-    the zero and 0 elsewhere; with two or more, 0 everywhere."""
-    is_zero = x == 0
-    ones = torch.ones_like(x)
-    zeros = _sum(is_zero.to(x.dtype), axes)
-    others = _differentiable_reduce(torch.where(is_zero, ones, x), "MULTIPLY", list(axes), True,
-                                    torch.int64)
-    no_zero = torch.where(zeros == 0, y, torch.zeros_like(y)) / torch.where(is_zero, ones, x)
-    return torch.where(is_zero, torch.where(zeros == 1, others, torch.zeros_like(others)), no_zero)
-
-
-_differentiable_reduce = differentiable(reduce_op, _setup_context, _backward)
+differentiable_reduce = differentiable(reduce_op, _setup_context, _backward)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,7 +133,7 @@ def reduce(x: torch.Tensor, function, axes=None, *, keepdims: bool = True,
     """
     if direct_call_allowed(x, out):
         # Plain eager code: the launcher the op would call, without the op's layers.
-        combine = COMBINES[ReduceFunction.parse(function, "function")]
+        combine = RECORDS[ReduceFunction.parse(function, "function")]
         result = reduce_axes(x, axes, combine, keepdims=keepdims, index_dtype=index_dtype, out=out)
         if out is not None:
             mutated(out)
@@ -192,7 +145,7 @@ def reduce(x: torch.Tensor, function, axes=None, *, keepdims: bool = True,
     check_index_dtype(index_dtype)
     axes = list(_checks.normalize_axes(axes, x.dim()))
     if out is None:
-        return _differentiable_reduce(x, name, axes, keepdims, index_dtype)
+        return differentiable_reduce(x, name, axes, keepdims, index_dtype)
     if not torch.compiler.is_compiling():
         _checks.check_readable("out", out)
     _checks.check_out_grad(out, x)

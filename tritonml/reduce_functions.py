@@ -1,0 +1,316 @@
+"""DirectML's twelve reduce functions (DML_REDUCE_FUNCTION), one record each: ``RECORDS`` and
+``record_of``.
+
+A record is a ``tritonml.Reduction`` (the kind of object users write for ``tritonml.reduce_with``)
+with the few facts the built-in operator needs beyond it. One record holds everything about its
+function that tritonml reads anywhere:
+
+- the kernels' four ``@triton.jit`` functions (prepare, merge, along, finish; the "Reductions" part
+  of tritonml/kernels/combine.py), run by tritonml/launchers/reduce.py;
+- the state: a rule giving each component's Triton dtype and identity for the input's dtype
+  (``state``; the tuner's state bytes come from it, passed in as plain numbers);
+- the dtypes accepted (``float_only``) and the output's (the input's, or ``index_dtype`` for the
+  functions that return an index, ``uses_index``);
+- the gradient (``backward``, in the convention of ``Reduction.backward``: torch's autograd
+  calls it for ``tritonml.reduce``, and ``tritonml.reduce_with`` for any ``Reduction``);
+  None where there is none (ARGMAX, ARGMIN: their output is an index);
+- the distributed fold (``fold``: how ``tritonml.distributed.reduce`` merges the ranks' partial
+  results);
+- torch's eager twin (``torch_twin``), which the benchmarks time and check against.
+
+Who reads them: the launcher (``COMBINES`` in tritonml/launchers/reduce.py is ``RECORDS``), the
+torch op's autograd (tritonml/torch_ops/reduce.py), routing (whether a routed call may record
+autograd), tritonml.distributed (the fold), tritonml/dml/support.py (tritonml's own dtype
+support), tritonml/bench/cases.py and tritonml/tuning.py.
+
+Adding a reduce function:
+1. its member in ``ReduceFunction`` (tritonml/core/reduce_function.py), with directml.h's value;
+2. its ``@triton.jit`` functions in tritonml/kernels/combine.py, if the existing ones do not
+   compose into it (each takes and returns a tuple of state components);
+3. its record below, in ``RECORDS``;
+4. its tests: numpy's answer in tests/reduce_helpers.py and the cases of tests/test_reduce.py;
+   tests/test_reduce_records.py checks that every member has a record.
+If DirectML's operator page lists the function, its feature-level rows go in
+tritonml/dml/support.py (a transcription of DirectML's tables, not a fact of the kernels).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+import triton.language as tl
+
+from .core.dtypes import ACC_DTYPE, TL_DTYPE, TORCH_DTYPE, dtype_name, is_float
+from .core.reduce_function import ReduceFunction
+from .kernels import combine as _c
+from .launchers.reduction import Reduction
+
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+_INT32_MAX, _INT64_MAX = 2**31 - 1, 2**63 - 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The record
+# ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fold:
+    """How ``tritonml.distributed.reduce`` merges the ranks' partial results along a sharded axis.
+    Every rank gathers one partial state per rank (``all_gather``) and folds them in rank order, so
+    every rank returns the same bits (a torch ``all_reduce`` would fold in the collective's own,
+    unspecified order); no ``torch.distributed.ReduceOp`` is involved.
+
+    ``how``: "stack": each rank reduces its shard with the function itself, and the stacked
+    results reduce with ``by``; "mean": each rank's AVERAGE, re-weighted by its element count
+    (AVERAGE, LOG_SUM: a mean cannot overflow a half type where a partial sum could);
+    "argument": each rank's (value, coordinates), the values folded with ``by`` and the first
+    global index among the best kept.
+    """
+    how: str
+    by: Optional[str] = None
+
+
+@dataclass(frozen=True, eq=False)
+class ReduceRecord(Reduction):
+    """One DirectML reduce function: a ``Reduction`` whose state follows ``state(dtype,
+    index_64) -> ((triton dtype, identity), ...)`` (one pair per component; the input loads as
+    the first component's dtype), with ``function`` (its ``ReduceFunction``), ``float_only``,
+    ``fold`` and ``torch_twin(x, dims)`` (torch's eager equivalent, rank kept). Built with
+    ``ReduceRecord.of``, which derives the ``Reduction`` fields (identity, dtype rules, check)
+    from ``state``. Launched with single-pointer kernel arguments (at most two state components).
+
+    Records are singletons, compared and hashed by identity (they key the launch-plan cache).
+    """
+    function: Optional[ReduceFunction] = None
+    state: Optional[Callable] = None
+    float_only: bool = False
+    fold: Optional[Fold] = None
+    torch_twin: Optional[Callable] = None
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    @classmethod
+    def of(cls, function: ReduceFunction, *, prepare, merge, along, finish, state,
+           float_only: bool = False, returns_index: bool = False, backward=None, fold: Fold,
+           torch_twin) -> "ReduceRecord":
+        def torch_state(dtypes):
+            return tuple(TORCH_DTYPE[d] for d, _ in state(dtypes[0], False))
+
+        def output_dtypes(dtypes):
+            # an index function's output is the call's index_dtype; int64 is its default
+            return (torch.int64,) if returns_index else (dtypes[0],)
+
+        return cls(function.name, prepare, merge, finish,
+                   identity=lambda dtypes: tuple(i for _, i in state(dtypes[0], False)),
+                   state_dtypes=torch_state, output_dtypes=output_dtypes, along=along,
+                   load_dtypes=lambda dtypes: torch_state(dtypes)[:1],
+                   check=_floats_only(function.name) if float_only else None,
+                   uses_index=returns_index, backward=backward, function=function, state=state,
+                   float_only=float_only, fold=fold, torch_twin=torch_twin)
+
+    def kernel_state(self, dtypes: tuple, index_64: bool) -> tuple:
+        """``(LOAD_DTYPES, STATE_DTYPES, IDENTITIES)`` for the kernels: the input converted to the
+        first component's dtype."""
+        components = self.state(dtypes[0], index_64)
+        return ((components[0][0],), tuple(d for d, _ in components),
+                tuple(i for _, i in components))
+
+    def out_bytes(self, dtypes: tuple) -> int:
+        """An index function's output counts as int64, the default ``index_dtype``."""
+        return self.output_dtypes(dtypes)[0].itemsize
+
+
+def _floats_only(name: str):
+    def check(dtypes):
+        if not is_float(dtypes[0]):
+            raise TypeError(f"function: {name} is defined for floating-point x only (float16, "
+                            f"bfloat16, float32, float64; DirectML allows floats only), but x has "
+                            f"dtype {dtype_name(dtypes[0])}; convert x to a floating-point dtype "
+                            "first")
+    return check
+
+
+# ---------------------------------------------------------------------------------------------
+# State rules: ((triton dtype, identity), ...) for an input dtype
+# ---------------------------------------------------------------------------------------------
+def accumulated(identity):
+    """A running sum or product in the accumulation dtype (``core.dtypes.ACC_DTYPE``: float32 for
+    half types, float64 for float32 and float64, 64-bit integers), identity 0 or 1."""
+    def rule(dtype, index_64):
+        return ((ACC_DTYPE[dtype], identity),)
+    return rule
+
+
+def compared(largest: bool, with_index: bool = False):
+    """The largest (or smallest) value seen, in the input's dtype, identity -inf (+inf; integers:
+    the type's minimum / maximum), and with ``with_index`` its index (int32, or int64 where the
+    layout needs it; identity the type's maximum, past every real index). Half types compare in
+    float32 (exact): Triton's interpreter holds bfloat16 as raw uint16 bits, so bfloat16
+    comparisons there would compare bit patterns."""
+    def rule(dtype, index_64):
+        value_dtype = tl.float32 if dtype in _HALF_DTYPES else TL_DTYPE[dtype]
+        if is_float(dtype):
+            identity = float("-inf") if largest else float("inf")
+        else:
+            info = torch.iinfo(dtype)
+            identity = info.min if largest else info.max
+        if not with_index:
+            return ((value_dtype, identity),)
+        index = (tl.int64, _INT64_MAX) if index_64 else (tl.int32, _INT32_MAX)
+        return ((value_dtype, identity), index)
+    return rule
+
+
+def max_and_exp_sum(dtype, index_64):
+    """LOG_SUM_EXP's (max m, sum of exp(x - m)) in float32 (float64 for float64 input), identity
+    (-inf, 0)."""
+    state_dtype = tl.float64 if dtype == torch.float64 else tl.float32
+    return ((state_dtype, float("-inf")), (state_dtype, 0.0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradients (``Reduction.backward``: xs, outputs and grad_outputs with the reduced axes kept)
+# ---------------------------------------------------------------------------------------------
+def _reduce_kept(t, function: str, axes):
+    """``function`` over ``axes`` (() for a 0-d ``t``) with the rank kept, on tritonml's kernels
+    and differentiable, so a gradient has a gradient (double backward)."""
+    # the torch op sits a layer above the records, which its autograd reads
+    from .torch_ops.reduce import differentiable_reduce
+    return differentiable_reduce(t, function, list(axes), True, torch.int64)
+
+
+def _sum_backward(xs, outputs, grads, axes):
+    return (grads[0].expand(xs[0].shape),)
+
+
+def _average_backward(xs, outputs, grads, axes):
+    (x,), (grad,) = xs, grads
+    count = math.prod(x.shape[a] for a in axes)   # a 0-d x: axes () and one element
+    return ((grad / count).expand(x.shape),)
+
+
+def _sum_square_backward(xs, outputs, grads, axes):
+    return (2 * xs[0] * grads[0],)
+
+
+def _l1_backward(xs, outputs, grads, axes):
+    return (torch.sign(xs[0]) * grads[0],)
+
+
+def _l2_backward(xs, outputs, grads, axes):
+    """x / ||x||, and 0 where the norm is 0 (the subgradient torch's norm uses)."""
+    (x,), (y,), (grad,) = xs, outputs, grads
+    zero = torch.zeros_like(x)
+    return (torch.where(y == 0, zero, x / torch.where(y == 0, torch.ones_like(y), y)) * grad,)
+
+
+def _log_sum_backward(xs, outputs, grads, axes):
+    (x,), (grad,) = xs, grads
+    return ((grad / _reduce_kept(x, "SUM", axes)).expand(x.shape),)
+
+
+def _log_sum_exp_backward(xs, outputs, grads, axes):
+    """softmax: exp(x - logsumexp) for finite results; -inf (every element -inf) gives 0; +inf
+    splits evenly over the +inf elements."""
+    (x,), (y,), (grad,) = xs, outputs, grads
+    finite = torch.isfinite(y)
+    shifted = torch.exp(x - torch.where(finite, y, torch.zeros_like(y)))
+    at_inf = ((x == y) & (y == float("inf"))).to(x.dtype)
+    softmax = torch.where(finite, shifted,
+                          at_inf / torch.clamp(_reduce_kept(at_inf, "SUM", axes), min=1))
+    return (softmax * grad,)
+
+
+def _extremum_backward(xs, outputs, grads, axes):
+    """Evenly over ties, as torch's amax/amin; a NaN result sends it to the NaNs."""
+    (x,), (y,), (grad,) = xs, outputs, grads
+    selected = ((x == y) | (x.isnan() & y.isnan())).to(x.dtype)
+    return (selected / _reduce_kept(selected, "SUM", axes) * grad,)
+
+
+def _multiply_backward(xs, outputs, grads, axes):
+    """The product of the other elements: y / x without zeros; with one zero, the product of the
+    rest at the zero and 0 elsewhere; with two or more, 0 everywhere."""
+    (x,), (y,), (grad,) = xs, outputs, grads
+    is_zero = x == 0
+    ones = torch.ones_like(x)
+    zeros = _reduce_kept(is_zero.to(x.dtype), "SUM", axes)
+    others = _reduce_kept(torch.where(is_zero, ones, x), "MULTIPLY", axes)
+    no_zero = torch.where(zeros == 0, y, torch.zeros_like(y)) / torch.where(is_zero, ones, x)
+    product = torch.where(is_zero, torch.where(zeros == 1, others, torch.zeros_like(others)),
+                          no_zero)
+    return (product * grad,)
+
+
+def _single(dims):
+    if len(dims) != 1:
+        raise ValueError("torch's arg and product reductions take one dim")
+    return dims[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The records
+# ---------------------------------------------------------------------------------------------
+_RF = ReduceFunction
+RECORDS = {record.function: record for record in (
+    ReduceRecord.of(_RF.ARGMAX, prepare=_c.value_and_index, merge=_c.argmax_values,
+                    along=_c.argmax_along, finish=_c.finish_index, returns_index=True,
+                    state=compared(largest=True, with_index=True), fold=Fold("argument", "MAX"),
+                    torch_twin=lambda x, d: x.argmax(dim=_single(d), keepdim=True)),
+    ReduceRecord.of(_RF.ARGMIN, prepare=_c.value_and_index, merge=_c.argmin_values,
+                    along=_c.argmin_along, finish=_c.finish_index, returns_index=True,
+                    state=compared(largest=False, with_index=True), fold=Fold("argument", "MIN"),
+                    torch_twin=lambda x, d: x.argmin(dim=_single(d), keepdim=True)),
+    ReduceRecord.of(_RF.AVERAGE, prepare=_c.keep_value, merge=_c.add_values, along=_c.sum_along,
+                    finish=_c.finish_mean, state=accumulated(0), float_only=True,
+                    backward=_average_backward, fold=Fold("mean"),
+                    torch_twin=lambda x, d: x.mean(dim=d, keepdim=True)),
+    ReduceRecord.of(_RF.L1, prepare=_c.abs_value, merge=_c.add_values, along=_c.sum_along,
+                    finish=_c.finish_value, state=accumulated(0), backward=_l1_backward,
+                    fold=Fold("stack", "SUM"),
+                    torch_twin=lambda x, d: x.abs().sum(dim=d, keepdim=True)),
+    ReduceRecord.of(_RF.L2, prepare=_c.square_value, merge=_c.add_values, along=_c.sum_along,
+                    finish=_c.finish_sqrt, state=accumulated(0), float_only=True,
+                    backward=_l2_backward, fold=Fold("stack", "L2"),
+                    torch_twin=lambda x, d: torch.linalg.vector_norm(x, 2, dim=d, keepdim=True)),
+    ReduceRecord.of(_RF.LOG_SUM, prepare=_c.keep_value, merge=_c.add_values, along=_c.sum_along,
+                    finish=_c.finish_log, state=accumulated(0), float_only=True,
+                    backward=_log_sum_backward, fold=Fold("mean"),
+                    torch_twin=lambda x, d: x.sum(dim=d, keepdim=True).log()),
+    ReduceRecord.of(_RF.LOG_SUM_EXP, prepare=_c.value_and_unit_sum, merge=_c.logsumexp_values,
+                    along=_c.logsumexp_along, finish=_c.finish_logsumexp, state=max_and_exp_sum,
+                    float_only=True, backward=_log_sum_exp_backward,
+                    fold=Fold("stack", "LOG_SUM_EXP"),
+                    torch_twin=lambda x, d: torch.logsumexp(x, dim=d, keepdim=True)),
+    ReduceRecord.of(_RF.MAX, prepare=_c.keep_value, merge=_c.max_values, along=_c.max_along,
+                    finish=_c.finish_value, state=compared(largest=True),
+                    backward=_extremum_backward, fold=Fold("stack", "MAX"),
+                    torch_twin=lambda x, d: x.amax(dim=d, keepdim=True)),
+    ReduceRecord.of(_RF.MIN, prepare=_c.keep_value, merge=_c.min_values, along=_c.min_along,
+                    finish=_c.finish_value, state=compared(largest=False),
+                    backward=_extremum_backward, fold=Fold("stack", "MIN"),
+                    torch_twin=lambda x, d: x.amin(dim=d, keepdim=True)),
+    ReduceRecord.of(_RF.MULTIPLY, prepare=_c.keep_value, merge=_c.mul_values, along=_c.prod_along,
+                    finish=_c.finish_value, state=accumulated(1), backward=_multiply_backward,
+                    fold=Fold("stack", "MULTIPLY"),
+                    torch_twin=lambda x, d: x.prod(dim=_single(d), keepdim=True)),
+    ReduceRecord.of(_RF.SUM, prepare=_c.keep_value, merge=_c.add_values, along=_c.sum_along,
+                    finish=_c.finish_value, state=accumulated(0), backward=_sum_backward,
+                    fold=Fold("stack", "SUM"), torch_twin=lambda x, d: x.sum(dim=d, keepdim=True)),
+    ReduceRecord.of(_RF.SUM_SQUARE, prepare=_c.square_value, merge=_c.add_values,
+                    along=_c.sum_along, finish=_c.finish_value, state=accumulated(0),
+                    backward=_sum_square_backward, fold=Fold("stack", "SUM"),
+                    torch_twin=lambda x, d: (x * x).sum(dim=d, keepdim=True)),
+)}
+del _RF
+
+
+def record_of(function) -> ReduceRecord:
+    """The record of ``function``: a ``ReduceFunction`` or its name (``ReduceFunction.parse``)."""
+    return RECORDS[ReduceFunction.parse(function, "function")]
+
+
+__all__ = ["ReduceRecord", "Fold", "RECORDS", "record_of", "accumulated", "compared",
+           "max_and_exp_sum"]
