@@ -16,18 +16,27 @@ def _is_pow2(n) -> bool:
     return isinstance(n, int) and n > 0 and n & (n - 1) == 0
 
 
-def _check_regime_and_tiles(config, name: str, regimes: tuple, pow2_fields: tuple) -> None:
-    """The checks both configs share: a known regime, and the named fields powers of two."""
-    if config.regime not in regimes:
-        raise ValueError(f"{name}.regime: {config.regime!r} is not one of {regimes}")
-    for field in pow2_fields:
-        value = getattr(config, field)
-        if not _is_pow2(value):
-            raise ValueError(f"{name}.{field}: {value!r} must be a power of two")
+@dataclass(frozen=True)
+class _TileConfig:
+    """The fields every launch config starts with (documented on each config), in this order, so
+    ``ScanConfig("rows", 512, 1, 4)`` and ``ReduceConfig("rows", 512, 1, 4)`` read alike."""
+    regime: str
+    block_axis: int
+    block_inner: int
+    num_warps: int = 4
+
+    def _check_regime_and_tiles(self, name: str, regimes: tuple, pow2_fields: tuple) -> None:
+        """The checks both configs share: a known regime, and the named fields powers of two."""
+        if self.regime not in regimes:
+            raise ValueError(f"{name}.regime: {self.regime!r} is not one of {regimes}")
+        for field in pow2_fields:
+            value = getattr(self, field)
+            if not _is_pow2(value):
+                raise ValueError(f"{name}.{field}: {value!r} must be a power of two")
 
 
 @dataclass(frozen=True)
-class ScanConfig:
+class ScanConfig(_TileConfig):
     """How a scan runs.
 
     regime: "rows" (contiguous axis: tall tiles, programs carry the tally), "columns" (strided
@@ -43,17 +52,12 @@ class ScanConfig:
     window: "chunked" only: chunks per look-back group, a power of two from 2 to
         ``MAX_SCAN_WINDOW`` (tritonml/kernels/scan_chunked.py, ``scan_chunked_kernel``).
     """
-    regime: str
-    block_axis: int
-    block_inner: int
-    num_warps: int = 4
     prefix_every: int = 1
     chunk_tiles: int = 1
     window: int = 64
 
     def validate(self, name: str = "config") -> None:
-        _check_regime_and_tiles(self, name, SCAN_REGIMES,
-                                ("block_axis", "block_inner", "num_warps"))
+        self._check_regime_and_tiles(name, SCAN_REGIMES, ("block_axis", "block_inner", "num_warps"))
         if not isinstance(self.prefix_every, int) or self.prefix_every < 1:
             raise ValueError(f"{name}.prefix_every: {self.prefix_every!r} must be an int >= 1")
         if self.block_axis * self.block_inner > 1 << 20:
@@ -77,7 +81,7 @@ MAX_REDUCE_SPLITS = 4096
 
 
 @dataclass(frozen=True)
-class ReduceConfig:
+class ReduceConfig(_TileConfig):
     """How a reduction runs.
 
     regime: "rows" (the reduced memory is contiguous: tall tiles), "columns" (a kept dim is
@@ -92,17 +96,13 @@ class ReduceConfig:
     one_launch: "split" only: the chain's last program to finish folds the partial states (one
         launch); False: a second launch folds them. Both give the same bits.
     """
-    regime: str
-    block_axis: int
-    block_inner: int
-    num_warps: int = 4
     splits: int = 1
     block_split: int = 64
     one_launch: bool = True
 
     def validate(self, name: str = "config") -> None:
-        _check_regime_and_tiles(self, name, REDUCE_REGIMES,
-                                ("block_axis", "block_inner", "num_warps", "block_split"))
+        self._check_regime_and_tiles(name, REDUCE_REGIMES,
+                                     ("block_axis", "block_inner", "num_warps", "block_split"))
         if not isinstance(self.splits, int) or isinstance(self.splits, bool) or self.splits < 1:
             raise ValueError(f"{name}.splits: {self.splits!r} must be an int >= 1")
         if self.regime == "split" and not 2 <= self.splits <= MAX_REDUCE_SPLITS:

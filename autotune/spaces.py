@@ -90,8 +90,8 @@ CHUNKED_MIN_CHUNK_AXIS = 128
 CHUNKED_MAX_WINDOW = 256
 CHUNKED_MIN_WINDOW = 64
 # Shortest chunked tile along a contiguous axis the candidates try to reach two programs per SM:
-# 4 elements a thread at 4 warps (one 128-bit float32 load), the smallest tile compile_facts.py
-# measures.
+# 4 elements a thread at 4 warps (one 128-bit float32 load), the smallest tile that
+# benchmarks/compile_facts.py measures.
 CHUNKED_MIN_BLOCK_AXIS = 512
 # Narrowest chunked tile along a strided axis's inner dim the candidates try: 32 lanes are a full
 # 128-byte line of float32 and whole sectors of any dtype (as REDUCE_COLUMNS_MIN_BLOCK_INNER).

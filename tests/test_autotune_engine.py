@@ -325,16 +325,52 @@ def test_an_unwritable_cache_directory_warns_once_and_keeps_results_in_memory(tm
     assert engine.tune({"k": 10}, CANDIDATES).source == engine.CACHED
 
 
+def imported_packages(path: Path) -> set:
+    """The top-level packages the module at ``path`` imports anywhere (in functions too), by
+    statement or by ``importlib.import_module``/``__import__`` of a literal name; relative
+    imports are of its own package and not counted."""
+    return imported_packages_of(path.read_text(encoding="utf-8"))
+
+
+def imported_packages_of(source: str) -> set:
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            imported.add(node.module.split(".")[0])
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and getattr(node.func, "attr", getattr(node.func, "id", None))
+              in ("import_module", "__import__")):
+            imported.add(node.args[0].value.split(".")[0])
+    return imported
+
+
 def test_the_cache_and_engine_never_import_pickle_or_other_code_loaders():
     for name in ("cache.py", "engine.py"):
-        tree = ast.parse((AUTOTUNE_DIR / name).read_text())
-        imported = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                imported |= {alias.name.split(".")[0] for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                imported.add(node.module.split(".")[0])
+        imported = imported_packages(AUTOTUNE_DIR / name)
         assert not imported & {"pickle", "cPickle", "dill", "marshal", "shelve", "cloudpickle"}, name
+
+
+def test_no_module_of_the_tuner_imports_tritonml():
+    """The tuner is a package of its own (``tritonml_autotune``): tritonml's launchers import it,
+    never the other way round; the repository's tools that need both are in benchmarks/."""
+    modules = sorted(AUTOTUNE_DIR.rglob("*.py"))
+    assert len(modules) > 10, AUTOTUNE_DIR
+    importing = [str(path.relative_to(AUTOTUNE_DIR)) for path in modules
+                 if "tritonml" in imported_packages(path)]
+    assert importing == []
+
+
+def test_the_import_check_sees_every_way_of_importing():
+    sources = ("import tritonml", "import os, tritonml.core", "from tritonml.core import layout",
+               "def f():\n    from tritonml import tuning",
+               "import importlib\nimportlib.import_module('tritonml.launchers')",
+               "__import__('tritonml')")
+    for source in sources:
+        assert "tritonml" in imported_packages_of(source), source
+    assert "tritonml" not in imported_packages_of("from . import cost\nimport tritonml_autotune")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -24,7 +23,6 @@ from tritonml_autotune import (candidates, compiled, cost, devices, engine, heur
                                shipped, spaces, suite)
 from tritonml_autotune.problem import Problem
 
-ROOT = Path(__file__).resolve().parents[1]
 TARGETS = (devices.H100, devices.A100)
 DTYPES = (torch.int8, torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32,
           torch.uint8, torch.int64)
@@ -420,12 +418,10 @@ def test_the_suite_matches_the_benchmarks():
 
 
 def test_the_doc_table_of_choices_is_what_the_code_chooses():
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("doc_table", ROOT / "autotune" / "scripts" / "doc_table.py")
-    doc_table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(doc_table)
+    from benchmarks import doc_table
+
     text = doc_table.DOC.read_text(encoding="utf-8")
-    assert doc_table.rendered(text) == text, "run python autotune/scripts/doc_table.py"
+    assert doc_table.rendered(text) == text, "run python -m benchmarks.doc_table"
     assert re.search(r"<!-- choices H100 begin -->\n\| problem", text)
 
 

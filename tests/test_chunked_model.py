@@ -5,19 +5,17 @@ docs/performance.md. Everything here is the model's arithmetic; nothing is timed
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
 
 from tritonml_autotune.configs import MAX_SCAN_WINDOW, ScanConfig
 from tritonml.core.layout import axis_layout
-from tritonml_autotune import (candidates, compiled, cost, devices, engine, heuristics,
-                               long_scans, select, shipped, spaces, suite)
+from tritonml.bench import long_scans
+from tritonml_autotune import (candidates, compiled, cost, devices, engine, heuristics, select,
+                               shipped, spaces, suite)
 from tritonml_autotune.problem import Problem
 
-ROOT = Path(__file__).resolve().parents[1]
 H100, A100 = devices.H100, devices.A100
 LOOKBACK_S = 90e-9       # the measured hand-over of one look-back tile (docs/tuning.md)
 MiB = 1 << 20
@@ -278,12 +276,10 @@ def test_long_scans_model_within_the_targets_on_an_h100(scan):
 
 
 def test_the_long_scans_table_in_the_performance_doc_is_what_the_model_says():
-    spec = importlib.util.spec_from_file_location(
-        "doc_table", ROOT / "autotune" / "scripts" / "doc_table.py")
-    doc_table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(doc_table)
+    from benchmarks import doc_table
+
     text = doc_table.PERFORMANCE_DOC.read_text(encoding="utf-8")
-    assert doc_table.rendered_performance(text) == text, "run python autotune/scripts/doc_table.py"
+    assert doc_table.rendered_performance(text) == text, "run python -m benchmarks.doc_table"
     section = text.split("<!-- long scans H100 begin -->\n")[1].split("<!-- long scans")[0]
     assert len(section.strip().splitlines()) == 2 + len(long_scans.SCANS)   # header, rule, rows
     assert "not measured" in text.split("## Long scans")[1].split("<!-- long scans")[0]

@@ -1,12 +1,12 @@
 """Rewrite the generated tables of docs/tuning.md and docs/performance.md from the code.
 
-    python autotune/scripts/doc_table.py          (from the repository root)
+    python -m benchmarks.doc_table          (from the repository root)
 
 docs/tuning.md: each table sits between ``<!-- choices H100 begin -->`` and
 ``<!-- choices H100 end -->`` (A100 likewise) and is ``tritonml.tuning.suite_choices_table(name)``;
 tests/test_autotune_select.py fails when the doc and the code disagree. docs/performance.md: the
 "Long scans" table between ``<!-- long scans H100 begin -->`` and ``<!-- long scans H100 end -->``
-is ``tritonml_autotune.long_scans.table("H100")`` (checked by tests/test_chunked_model.py).
+is ``tritonml.bench.long_scans.table("H100")`` (checked by tests/test_chunked_model.py).
 """
 from __future__ import annotations
 
@@ -14,13 +14,11 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "tuning.md"
 PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
 TARGETS = ("H100", "A100")
 LONG_SCANS_TARGET = "H100"
-if str(ROOT) not in sys.path:   # this repository's tritonml and tritonml_autotune, not others
-    sys.path.insert(0, str(ROOT))
 
 
 def section(name: str, kind: str = "choices") -> re.Pattern:
@@ -40,7 +38,7 @@ def rendered(text: str) -> str:
 
 
 def rendered_performance(text: str) -> str:
-    from tritonml_autotune import long_scans
+    from tritonml.bench import long_scans
 
     table = long_scans.table(LONG_SCANS_TARGET)
     text, count = section(LONG_SCANS_TARGET, "long scans").subn(

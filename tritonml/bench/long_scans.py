@@ -6,8 +6,9 @@ two float32 inputs). ``modeled(scan, device)`` is the tuner's choice for it (``s
 the cost model's, as when nothing can be timed) with its modeled seconds and bytes, beside the
 fastest look-back candidate's (the regime these scans took before, bound by its chain of tiles).
 ``table(device)`` is the markdown table docs/performance.md shows ("Long scans");
-``autotune/scripts/doc_table.py`` writes it and tests/test_chunked_model.py checks that the doc and
+``python -m benchmarks.doc_table`` writes it and tests/test_chunked_model.py checks that the doc and
 the code agree and that every choice meets the targets. Everything here is modeled, nothing timed.
+It lives with tritonml, not the tuner: it builds its problems from tritonml's layouts and dtypes.
 """
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ from dataclasses import dataclass
 
 import torch
 
-from . import cost, devices, select
+from tritonml_autotune import cost, devices, select
+
+from ..core.dtypes import ACC_TORCH_DTYPE
+from ..core.layout import axis_layout
 
 # Targets for the tuner's choice: modeled time within TIME_TARGET of one ideal launch
 # (``cost.model_ideal_seconds``), DRAM bytes within BYTES_TARGET of the ideal bytes (input read
@@ -53,9 +57,6 @@ def plan(scan: LongScan, device: str | devices.Device) -> select.Plan:
     ``device``. A linear recurrence's plan is its tuple scan's: the bytes per element of its
     inputs and of its accumulators summed (as ``tritonml.launchers.scan.associative_scan_states``
     passes them)."""
-    from tritonml.core.dtypes import ACC_TORCH_DTYPE
-    from tritonml.core.layout import axis_layout
-
     strides = _strides(scan.shape)
     layout = axis_layout(scan.shape, strides, strides, scan.axis)
     element_bytes = None

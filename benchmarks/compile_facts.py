@@ -1,7 +1,7 @@
 """Regenerate autotune/tables/compiled.json: registers and spills of the kernels, per tile, for sm_80 and sm_90.
 
-    python autotune/scripts/compile_facts.py            (from the repository root; no GPU needed)
-    python autotune/scripts/compile_facts.py --only scan_chunked
+    python -m benchmarks.compile_facts                  (from the repository root; no GPU needed)
+    python -m benchmarks.compile_facts --only scan_chunked
                                                         (that kernel's entries only; the others'
                                                          are kept as the file has them)
     python autotune/scripts/compile_facts.py --check    (compile all, write nothing: exit 1 and
@@ -12,33 +12,30 @@ The cost model (``tritonml_autotune.compiled``) reads the JSON instead of compil
 compiling one launch takes ptxas about a second, too slow for a config choice. Each entry is one
 launch recorded with a forced config (``tritonml.runtime.trace.record(execute=False)``) and compiled for
 both archs by ``tritonml/bench/gpu_compile.py`` (compiled Triton in worker processes, one per core).
-A tool of the repository, not part of the installed package: it imports tritonml and benchmarks.
+A tool of the repository, not part of either installed package: it imports tritonml and the tuner.
 """
 from __future__ import annotations
 
 import dataclasses
 import itertools
 import json
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+import torch
 
-import torch  # noqa: E402
+import tritonml  # noqa: F401  (first: chooses interpreted Triton, so recording runs nothing)
+from tritonml.bench.gpu_compile import compile_in_subprocess, describe
+from tritonml.core.dtypes import ACC_TORCH_DTYPE
+from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+from tritonml.launchers.scan import SUM, cumulative_scan
+from tritonml.runtime import trace as _trace
+from tritonml_autotune import compiled, spaces
+from tritonml_autotune.configs import ReduceConfig, ScanConfig
+from tritonml_autotune.heuristics import widest_window
 
-import tritonml  # noqa: E402,F401  (first: chooses interpreted Triton, so recording runs nothing)
-from tritonml.runtime import trace as _trace  # noqa: E402
-from tritonml_autotune.configs import ReduceConfig, ScanConfig  # noqa: E402
-from tritonml.core.dtypes import ACC_TORCH_DTYPE  # noqa: E402
-from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes  # noqa: E402
-from tritonml.launchers.scan import SUM, cumulative_scan  # noqa: E402
-from tritonml_autotune import compiled, spaces  # noqa: E402
-from tritonml_autotune.heuristics import widest_window  # noqa: E402
-
-from tritonml.bench.gpu_compile import compile_in_subprocess, describe  # noqa: E402
-
+ROOT = Path(__file__).resolve().parents[1]
+GENERATOR = "python -m benchmarks.compile_facts"
 OUTPUT = ROOT / "autotune" / "tables" / compiled.FILE_NAME
 ARCHS = (80, 90)
 # Tile elements measured per kernel, with the warps the candidates use at that size
@@ -235,7 +232,7 @@ def main(argv=None) -> int | None:
                   f"with {triton.__version__}")
         entries = [e for e in kept["entries"] if e["kernel"] not in kernels] + entries
     data = {"schema": compiled.SCHEMA_VERSION, "triton": triton.__version__,
-            "generator": "autotune/scripts/compile_facts.py", "entries": entries}
+            "generator": GENERATOR, "entries": entries}
     OUTPUT.write_text(json.dumps(data, indent=0, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {len(entries)} entries to {OUTPUT.relative_to(ROOT)}")
 
