@@ -6,9 +6,10 @@ The test suite runs the kernels through Triton's interpreter on CPU tensors; thi
 public functions on CUDA tensors (compiled kernels), with shapes large enough that the launchers
 pick every GPU regime (rows, columns, look-back scans; row, column, split and several-axes
 reductions), in both directions, inclusive and exclusive, on contiguous and strided views. Each
-result is compared with the tests' independent oracles (numpy in float64 or exact integers, the
-bounds of ``tritonml.bench.tolerances``), outputs are poisoned first so an unwritten element fails, and
-each case runs twice to check the bits are deterministic. Without CUDA (or with ``--dry-run``) the
+result is compared with the independent oracles the tests share (``benchmarks/scan_oracle.py``,
+``benchmarks/reduce_oracle.py``: numpy in float64 or exact integers, the bounds of
+``tritonml.bench.tolerances``), outputs are poisoned first so an unwritten element fails, and each
+case runs twice to check the bits are deterministic. Without CUDA (or with ``--dry-run``) the
 same sweep runs on CPU tensors through the interpreter with tiny shapes.
 
 Prints one line per failure and a summary; exits 1 if anything failed.
@@ -16,23 +17,18 @@ Prints one line per failure and a summary; exits 1 if anything failed.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import traceback
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(_ROOT, "tests"), _ROOT]
+import numpy as np
+import torch
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import tritonml
+from tritonml.core.dtypes import DTYPE_BY_NAME, FLOAT_DTYPES, SUPPORTED_DTYPES, dtype_name
+from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
+from tritonml_autotune.configs import ScanConfig
 
-import tritonml  # noqa: E402
-from tritonml_autotune.configs import ScanConfig  # noqa: E402
-from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan  # noqa: E402
-from tritonml.core.dtypes import DTYPE_BY_NAME, FLOAT_DTYPES, SUPPORTED_DTYPES, dtype_name  # noqa: E402
-
-import reduce_helpers  # noqa: E402
-import scan_oracle  # noqa: E402
+from . import reduce_oracle, scan_oracle
 
 # (name, shape, axis[, config]): on CUDA the launchers' own choices reach the rows, columns and
 # chunked scan regimes; the look-back (a tuner candidate) and small chunks and windows (many
@@ -86,7 +82,7 @@ def _scan_input(shape, dtype, op, seed):
             v = 1 + 1e-3 * torch.randn(shape, generator=g, dtype=torch.float64)
             return v.to(dtype)
         return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
-    return reduce_helpers.make_input(shape, dtype, "SUM", seed)
+    return reduce_oracle.make_input(shape, dtype, "SUM", seed)
 
 
 def check_scans(dtype, device, shapes, failures, counts):
@@ -118,7 +114,8 @@ def check_scans(dtype, device, shapes, failures, counts):
                                 x_np, axis, op, reverse, exclusive, dtype)
                             ok, message = scan_oracle.scan_matches(
                                 out.cpu(), x_np, axis, op, reverse, exclusive, allowance)
-                            if ok and reduce_helpers.bits(out.cpu()) != reduce_helpers.bits(again.cpu()):
+                            if ok and (reduce_oracle.bits(out.cpu())
+                                       != reduce_oracle.bits(again.cpu())):
                                 ok, message = False, "two runs differ in their bits"
                         except Exception:
                             ok, message = False, traceback.format_exc(limit=4)
@@ -129,11 +126,11 @@ def check_scans(dtype, device, shapes, failures, counts):
 
 def check_reductions(dtype, device, shapes, failures, counts):
     for name, shape, axes in shapes:
-        for function in reduce_helpers.FUNCTIONS:
-            if not reduce_helpers.supported(function, dtype):
+        for function in reduce_oracle.FUNCTIONS:
+            if not reduce_oracle.supported(function, dtype):
                 continue
-            x_cpu = reduce_helpers.make_input(shape, dtype, function, seed=counts[1])
-            expected = reduce_helpers.expected_tensor(x_cpu, function, axes)
+            x_cpu = reduce_oracle.make_input(shape, dtype, function, seed=counts[1])
+            expected = reduce_oracle.expected_tensor(x_cpu, function, axes)
             for layout in ("contiguous", "strided"):
                 x = x_cpu.to(device)
                 if layout == "strided":
@@ -144,8 +141,8 @@ def check_reductions(dtype, device, shapes, failures, counts):
                     out = _poison(tuple(expected.shape), expected.dtype, device)
                     tritonml.reduce(x, function, axes, out=out)
                     again = tritonml.reduce(x, function, axes)
-                    reduce_helpers.assert_matches(out.cpu(), expected, label)
-                    if reduce_helpers.bits(out.cpu()) != reduce_helpers.bits(again.cpu()):
+                    reduce_oracle.assert_matches(out.cpu(), expected, label)
+                    if reduce_oracle.bits(out.cpu()) != reduce_oracle.bits(again.cpu()):
                         raise AssertionError("two runs differ in their bits")
                 except Exception:
                     failures.append(f"{label}: {traceback.format_exc(limit=4)}")

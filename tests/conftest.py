@@ -1,13 +1,7 @@
-import os
-import sys
-
-# tests import their helpers (scan_oracle, gpu_compile_cases, ...) as top-level modules, and the
-# repository's benchmarks/ folder (not an installed package: tritonml.bench.tolerances, the one accuracy
-# table, tritonml.bench.gpu_compile, ...) as ``benchmarks``, however pytest was started.
-_TESTS = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [_TESTS, os.path.dirname(_TESTS)]
-
-import tritonml  # noqa: E402,F401  (chooses interpreted/compiled Triton before anything imports triton)
+# tests/ is a package (tests/__init__.py), so pytest puts the repository root, its parent, on
+# sys.path: tests import their helpers as ``tests.gpu_compile_cases`` and the repository's tools
+# (benchmarks/, not an installed package: the numpy oracles, the suite's cases) as ``benchmarks``.
+import tritonml  # noqa: F401  (chooses interpreted/compiled Triton before anything imports triton)
 
 # ---------------------------------------------------------------------------------------------
 # Two tiers. ``pytest`` runs the fast tier (about 4 minutes on 2 cores with -n 2): every test
@@ -16,8 +10,8 @@ import tritonml  # noqa: E402,F401  (chooses interpreted/compiled Triton before 
 # FULL_ONLY modules nor the functions that cross-compile for sm_80/sm_90 (names with "compile"
 # and "sm80": minutes of ptxas). ``pytest --full`` runs every case of everything. CI runs both.
 # ---------------------------------------------------------------------------------------------
-import math  # noqa: E402
-from collections import defaultdict  # noqa: E402
+import math
+from collections import defaultdict
 
 FAST_CASES = 4
 FULL_ONLY = frozenset({
@@ -37,7 +31,7 @@ def pytest_addoption(parser):
 
 def _full_only(item) -> bool:
     name = getattr(item, "originalname", item.name)
-    return (item.module.__name__ in FULL_ONLY
+    return (item.module.__name__.rpartition(".")[2] in FULL_ONLY
             or ("compile" in name and "sm80" in name))
 
 

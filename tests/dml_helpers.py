@@ -15,7 +15,7 @@ import torch
 import tritonml
 from tritonml.dml import CumulativeProductOperatorDesc, CumulativeSummationOperatorDesc, TensorDesc
 from tritonml.bench.tolerances import TOLERANCES
-from scan_oracle import scan_reference
+from benchmarks.scan_oracle import scan_reference
 
 DEVICE = "cpu" if tritonml.INTERPRET else "cuda"
 

@@ -2,9 +2,8 @@
 
 Used by tests/test_gpu_compile.py: for every regime x dtype x direction x exclusive, the config
 the CUDA heuristics pick for a large shape of that regime, recorded without running
-(``tritonml.runtime.trace.record(execute=False)``). Tests that compile launches of their own import
-``compile_in_subprocess``/``describe`` from here (``tritonml/bench/gpu_compile.py``; tests/conftest.py
-puts the repository root on ``sys.path``).
+(``tritonml.runtime.trace.record(execute=False)``) and described for
+``tritonml.bench.gpu_compile.compile_in_subprocess``.
 """
 from __future__ import annotations
 
@@ -20,7 +19,7 @@ from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
 from tritonml_autotune.configs import ReduceConfig, ScanConfig
 from tritonml_autotune import compiled, spaces
 from tritonml_autotune.heuristics import scan_config, widest_window
-from tritonml.bench.gpu_compile import compile_in_subprocess, describe  # noqa: F401
+from tritonml.bench.gpu_compile import describe
 
 # (regime, shape, axis): large shapes for which the CUDA heuristics pick that regime (the look-back:
 # few long scans, which the heuristics now run chunked; see ``regime_config``).
@@ -97,7 +96,7 @@ def carry_scan_launches():
 # ---------------------------------------------------------------------------------------------
 # Tuple-state scans (tritonml.associative_scan): arity 2 and 4, with and without an identity, in
 # every regime. Their combine functions live here so the compiling process finds them by import
-# (tests/test_associative_scan.py puts this folder on its PYTHONPATH).
+# (as tests.gpu_compile_cases: its path starts at the repository root).
 # ---------------------------------------------------------------------------------------------
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402

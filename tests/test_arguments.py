@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import tritonml
-from scan_oracle import scan_reference
+from benchmarks.scan_oracle import scan_reference
 
 X = torch.tensor([[2., 1., 3., 5.], [3., 8., 7., 3.]])
 

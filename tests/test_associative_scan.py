@@ -7,7 +7,6 @@ applies a user's combine element by element.
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
@@ -395,19 +394,12 @@ def test_tuple_scan_moves_k_inputs_and_k_outputs(config):
 # ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def compiled_tuple_scans():
-    from gpu_compile_cases import compile_in_subprocess, tuple_scan_launches
+    from tests.gpu_compile_cases import tuple_scan_launches
+    from tritonml.bench.gpu_compile import compile_in_subprocess
 
-    tests = os.path.dirname(os.path.abspath(__file__))
-    # The compiling process imports this folder's gpu_compile_cases to find the combines.
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (tests, saved) if p)
-    try:
-        return compile_in_subprocess(tuple_scan_launches(), archs=(80, 90))
-    finally:
-        if saved is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = saved
+    # The compiling process imports tests.gpu_compile_cases to find the combines (its path starts
+    # at the repository root: tritonml/bench/gpu_compile.py).
+    return compile_in_subprocess(tuple_scan_launches(), archs=(80, 90))
 
 
 def test_tuple_states_compile_for_sm80_and_sm90_without_spills(compiled_tuple_scans):

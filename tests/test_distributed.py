@@ -5,8 +5,8 @@ Spawning is the expensive part, so a few process groups run many checks each: th
 subprocesses running ``_worker`` of this module (``python -c``), with a free port on 127.0.0.1.
 Each rank pickles what it computed (its shards' results, the errors it raised, the bytes it
 moved); the checks run here, in the parent, against numpy float64 / exact integers
-(``tests/scan_oracle.py``, ``tests/reduce_helpers.py``) on the whole tensor, which every rank and
-the parent build from the same seeds. Every rank runs its cases twice: the two runs must agree bit
+(``benchmarks/scan_oracle.py``, ``benchmarks/reduce_oracle.py``) on the whole tensor, which every
+rank and the parent build from the same seeds. Every rank runs its cases twice: the two runs must agree bit
 for bit, and a reduction over the sharded axis must give the same bits on every rank.
 """
 from __future__ import annotations
@@ -27,8 +27,9 @@ import tritonml  # noqa: F401  (first: chooses interpreted Triton before triton 
 import triton
 import triton.language as tl  # noqa: F401  (a @triton.jit function must see triton.language)
 
-from reduce_helpers import FUNCTIONS, assert_matches, bits, expected_tensor, make_input, supported
-from scan_oracle import accumulation_allowance, scan_matches, scan_reference, to_numpy
+from benchmarks.reduce_oracle import (FUNCTIONS, assert_matches, bits, expected_tensor, make_input,
+                                      supported)
+from benchmarks.scan_oracle import accumulation_allowance, scan_matches, scan_reference, to_numpy
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = 3
@@ -52,14 +53,13 @@ def _free_port() -> int:
 def _rank_env(rank: int, world: int, port: int) -> dict:
     return dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                 WORLD_SIZE=str(world), LOCAL_RANK=str(rank), OMP_NUM_THREADS="1",
-                PYTHONPATH=os.pathsep.join([str(ROOT / "tests"), str(ROOT),
-                                            os.environ.get("PYTHONPATH", "")]))
+                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
 
 
 def _spawn(scenario: str, world: int, outdir: Path) -> list:
     """Run ``scenario`` on ``world`` ranks; returns each rank's pickled results."""
     port = _free_port()
-    code = f"import test_distributed as t; t._worker({scenario!r}, {str(outdir)!r})"
+    code = f"from tests import test_distributed as t; t._worker({scenario!r}, {str(outdir)!r})"
     procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=_rank_env(r, world, port),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in range(world)]

@@ -11,7 +11,7 @@ import pytest
 import tritonml
 from tritonml import dml
 from tritonml.dml import DescriptorError, ReduceFunction, ReduceOperatorDesc, TensorDesc
-from dml_helpers import DELETE, PROD, SUM, set_path, tensor
+from tests.dml_helpers import DELETE, PROD, SUM, set_path, tensor
 
 DOCS_EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
 

@@ -10,9 +10,9 @@ import torch
 
 from tritonml import dml, examples
 from tritonml.dml import AxisDirection, DescriptorError, ReduceOperatorDesc
-from dml_helpers import (DEVICE, EXACT_FUNCTIONS, NP_DTYPE, PROD, SUM, assert_matches,
-                         assert_untouched_outside, buffer_with, gather, packed, reduce_oracle,
-                         scan_oracle, sentinel_buffer, small_values, tensor)
+from tests.dml_helpers import (DEVICE, EXACT_FUNCTIONS, NP_DTYPE, PROD, SUM, assert_matches,
+                               assert_untouched_outside, buffer_with, gather, packed, reduce_oracle,
+                               scan_oracle, sentinel_buffer, small_values, tensor)
 
 
 # ============================================================================================

@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 
 from tritonml import dml
 from tritonml.dml import DescriptorError, ReduceOperatorDesc, TensorDesc
-from dml_helpers import (ALL_TYPE_NAMES, ANY, EXACT_FUNCTIONS, FUNCTION_TABLE, INDEX_TYPE_NAMES, PROD,
-                         SIZE, SUM, assert_matches, assert_untouched_outside, buffer_with, gather,
-                         packed, reduce_oracle, scan_oracle, sentinel_buffer, small_values, spec_row)
+from tests.dml_helpers import (ALL_TYPE_NAMES, ANY, EXACT_FUNCTIONS, FUNCTION_TABLE,
+                               INDEX_TYPE_NAMES, PROD, SIZE, SUM, assert_matches,
+                               assert_untouched_outside, buffer_with, gather, packed, reduce_oracle,
+                               scan_oracle, sentinel_buffer, small_values, spec_row)
 
 
 def _expected_valid(case) -> bool:

@@ -6,8 +6,8 @@ import pytest
 
 from tritonml import dml
 from tritonml.dml import DescriptorError, ReduceOperatorDesc
-from dml_helpers import (ALL_TYPE_NAMES, FUNCTION_TABLE, LEVEL_NAMES, PROD, SUM, set_path, spec_row,
-                         tensor)
+from tests.dml_helpers import (ALL_TYPE_NAMES, FUNCTION_TABLE, LEVEL_NAMES, PROD, SUM, set_path,
+                               spec_row, tensor)
 
 # ============================================================================================
 # Feature-level validation: every rule fails where it applies and passes where it does not

@@ -24,7 +24,7 @@ from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
 from tritonml_autotune import devices, model
 
 from tritonml.bench.memtrace import trace_memory
-from reduce_helpers import assert_matches, expected_tensor
+from benchmarks.reduce_oracle import assert_matches, expected_tensor
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="runs in Triton's interpreter")
 

@@ -13,8 +13,9 @@ import pytest
 import torch
 
 import tritonml
-from reduce_helpers import FLOAT_ONLY, FUNCTIONS, assert_matches, expected_tensor, with_layout
-from scan_oracle import scan_matches, to_numpy
+from benchmarks.reduce_oracle import FLOAT_ONLY, FUNCTIONS, assert_matches, expected_tensor
+from benchmarks.scan_oracle import scan_matches, to_numpy
+from tests.reduce_helpers import with_layout
 
 # torch implements negative views for floats, signed integers and uint8.
 NEG_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64,

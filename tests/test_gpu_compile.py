@@ -19,8 +19,8 @@ import time
 import pytest
 
 from tritonml.bench.gpu_compile import compile_in_subprocess, run_workers
-from gpu_compile_cases import (CHUNKED_DTYPES, INITIAL_DTYPES, all_chunked_launches,
-                               carry_scan_launches, initial_scan_launches, scan_launches)
+from tests.gpu_compile_cases import (CHUNKED_DTYPES, INITIAL_DTYPES, all_chunked_launches,
+                                     carry_scan_launches, initial_scan_launches, scan_launches)
 
 
 @pytest.fixture(scope="module")
@@ -79,17 +79,9 @@ def test_aligned_contiguous_float32_accesses_are_128_bit_vectors(compiled_scans)
 # ---------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def compiled_chunked():
-    tests = os.path.dirname(os.path.abspath(__file__))
-    # The compiling process imports this folder's gpu_compile_cases to find the tuple combines.
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (tests, saved) if p)
-    try:
-        return compile_in_subprocess(all_chunked_launches(), archs=(80, 90))
-    finally:
-        if saved is None:
-            del os.environ["PYTHONPATH"]
-        else:
-            os.environ["PYTHONPATH"] = saved
+    # The compiling process imports tests.gpu_compile_cases to find the tuple combines (its path
+    # starts at the repository root: tritonml/bench/gpu_compile.py).
+    return compile_in_subprocess(all_chunked_launches(), archs=(80, 90))
 
 
 def test_every_chunked_specialization_compiles_for_sm80_and_sm90(compiled_chunked):
@@ -253,7 +245,7 @@ def test_loads_in_flight_of_a_compiled_reduction_is_read_for_sm90():
     """The summary of a real compile carries the count (the cost model reads it from
     autotune/tables/compiled.json): a float32 row reduction's loop issues 128-bit loads, at least
     one of them in flight."""
-    from reduce_helpers import dedupe, gpu_reduce_launches
+    from tests.reduce_helpers import dedupe, gpu_reduce_launches
 
     descriptions = dedupe(gpu_reduce_launches([("rows", "SUM", __import__("torch").float32)]))
     (result,) = compile_in_subprocess(descriptions, archs=(90,))

@@ -16,8 +16,8 @@ from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ReduceConfig, ScanConfig
 from tritonml.launchers.reduce import COMBINES, reduce_axes
 from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
-from reduce_helpers import expected_tensor, assert_matches
-from scan_oracle import scan_reference
+from benchmarks.reduce_oracle import expected_tensor, assert_matches
+from benchmarks.scan_oracle import scan_reference
 
 GiB = 1 << 30
 BUFFER_ELEMENTS = 3 * GiB + 64

@@ -13,7 +13,7 @@ import torch
 import tritonml
 from tritonml.runtime import trace as _trace
 from tritonml.bench.memtrace import trace_memory
-from scan_oracle import to_numpy
+from benchmarks.scan_oracle import to_numpy
 from tritonml.launchers.recurrence import recurrence
 
 FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)

@@ -12,8 +12,9 @@ from tritonml.core.dtypes import ACC_TORCH_DTYPE
 from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
 from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
 from tritonml_autotune.heuristics import reduce_config
-from gpu_compile_cases import SCAN_REGIME_SHAPES, compile_in_subprocess, describe, regime_config
-from reduce_helpers import GPU_REGIME_SHAPES
+from tritonml.bench.gpu_compile import compile_in_subprocess, describe
+from tests.gpu_compile_cases import SCAN_REGIME_SHAPES, regime_config
+from tests.reduce_helpers import GPU_REGIME_SHAPES
 
 # The dtypes torch makes negative views of, a few of each kind.
 SCAN_DTYPES = (torch.float32, torch.bfloat16, torch.int8, torch.uint8, torch.int64)

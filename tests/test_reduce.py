@@ -17,9 +17,9 @@ from tritonml.runtime import trace as _trace
 from tritonml import examples
 from tritonml.core.dtypes import FLOAT_DTYPES, INT_DTYPES
 
-from reduce_helpers import (ALL_DTYPES, FLOAT_ONLY, FUNCTIONS, INDEX_FUNCTIONS, LAYOUTS,
-                            assert_matches, bits, expected_tensor, make_input, result_shape, strided_out,
-                            supported, with_layout)
+from benchmarks.reduce_oracle import (FLOAT_ONLY, FUNCTIONS, INDEX_FUNCTIONS, assert_matches, bits,
+                                      expected_tensor, make_input, result_shape, supported)
+from tests.reduce_helpers import ALL_DTYPES, LAYOUTS, strided_out, with_layout
 
 AXES_CASES = {
     "single": (1,),

@@ -10,7 +10,7 @@ from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ReduceConfig
 from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
 
-from reduce_helpers import FLOAT_ONLY, bits
+from benchmarks.reduce_oracle import FLOAT_ONLY, bits
 
 
 def _x():

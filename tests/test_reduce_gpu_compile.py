@@ -14,7 +14,8 @@ import torch
 
 from tritonml.bench.gpu_compile import compile_in_subprocess
 
-from reduce_helpers import FUNCTIONS, dedupe, gpu_reduce_launches
+from benchmarks.reduce_oracle import FUNCTIONS
+from tests.reduce_helpers import dedupe, gpu_reduce_launches
 
 ARCHS = (80, 90)
 
@@ -88,7 +89,8 @@ def test_split_regime_and_64_bit_indexing_were_compiled(compiled):
 # User-defined reductions: Welford's 3-component state (tritonml.reductions.welford)
 # ---------------------------------------------------------------------------------------------
 def test_welford_compiles_for_sm80_and_sm90_without_spills():
-    from gpu_compile_cases import WELFORD_DTYPES, WELFORD_REGIME_SHAPES, welford_reduce_launches
+    from tests.gpu_compile_cases import (WELFORD_DTYPES, WELFORD_REGIME_SHAPES,
+                                         welford_reduce_launches)
 
     descriptions = dedupe(welford_reduce_launches())
     assert {d["kernel"] for d in descriptions} == {"reduce_kernel", "reduce_partials_kernel"}

@@ -18,8 +18,8 @@ from tritonml.launchers.reduce import COMBINES, ReduceFunction, launch_reduce, r
 from tritonml_autotune import spaces
 from tritonml_autotune.heuristics import reduce_config
 
-from reduce_helpers import (FUNCTIONS, assert_matches, bits, expected_tensor, make_input,
-                            supported)
+from benchmarks.reduce_oracle import (FUNCTIONS, assert_matches, bits, expected_tensor, make_input,
+                                      supported)
 
 # (shape, axes, config, kernels launched): tiles smaller than the data, so every regime walks
 # several tiles per program, masks a partial last tile and (split) folds partials in several steps.

@@ -1,5 +1,5 @@
 """Cumulative sum/product: DirectML's examples, every dtype, rank, axis, layout and output mode,
-against the numpy oracle in tests/scan_oracle.py."""
+against the numpy oracle in benchmarks/scan_oracle.py."""
 from __future__ import annotations
 
 import itertools
@@ -13,7 +13,7 @@ import tritonml
 from tritonml.runtime import trace as _trace
 from tritonml import examples
 from tritonml.core.dtypes import SUPPORTED_DTYPES
-from scan_oracle import accumulation_allowance, scan_matches, to_numpy
+from benchmarks.scan_oracle import accumulation_allowance, scan_matches, to_numpy
 
 OPS = {"sum": tritonml.cumulative_sum, "prod": tritonml.cumulative_product}
 

@@ -2,8 +2,8 @@
 then scan, in chunks of tiles, with one windowed look-back per group of chunks.
 
 Every result is compared with an independent oracle: numpy in float64 or exact integers
-(tests/scan_oracle.py), or sequential Python loops over the recurrence (test_associative_scan.py's
-``oracle``, exact Python numbers), never with tritonml. Tiles, chunks and windows are forced small
+(benchmarks/scan_oracle.py), or sequential Python loops over the recurrence
+(test_associative_scan.py's ``oracle``, exact Python numbers), never with tritonml. Tiles, chunks and windows are forced small
 (4 to 16 rows, 1 to 3 tiles a chunk, 2 to 4 chunks a group) so that inputs of a few hundred
 elements cross many chunks and several groups, with lengths that are multiples of nothing; the
 launch's grid is checked to be what the config asks (one program per chunk). The kernel's
@@ -32,12 +32,13 @@ from tritonml.runtime import resident as _resident
 from tritonml.launchers.scan import PRODUCT, SUM, associative_scan_states, cumulative_scan, scan_work
 from tritonml_autotune import select
 
-from scan_oracle import accumulation_allowance, scan_matches, scan_reference, to_numpy
-from test_associative_scan import (assert_matches, linear_py, linear_recurrence, matrix_product,
-                                   matrix_py, max_with_index, max_with_index_py, oracle)
-from test_linear_recurrence import loop_reference
-from test_scan import make_layout, random_values
-from test_scan_regimes import shuffled_program_order  # noqa: F401  (a fixture)
+from benchmarks.scan_oracle import accumulation_allowance, scan_matches, scan_reference, to_numpy
+from tests.test_associative_scan import (assert_matches, linear_py, linear_recurrence,
+                                         matrix_product, matrix_py, max_with_index,
+                                         max_with_index_py, oracle)
+from tests.test_linear_recurrence import loop_reference
+from tests.test_scan import make_layout, random_values
+from tests.test_scan_regimes import shuffled_program_order  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="runs in Triton's interpreter")
 

@@ -45,19 +45,16 @@ def test_user_defined_combine_runs_in_every_regime(config, reverse, exclusive):
     assert np.array_equal(result, want.astype(np.int32))
 
 
-def test_user_defined_combine_compiles_for_sm80_and_sm90(monkeypatch):
-    import os
-
+def test_user_defined_combine_compiles_for_sm80_and_sm90():
     from tritonml.runtime import trace as _trace
-    from gpu_compile_cases import compile_in_subprocess, describe
+    from tritonml.bench.gpu_compile import compile_in_subprocess, describe
 
     x = torch.empty((4, 1 << 16), dtype=torch.float32)
     running_max = ScanCombine("running_max", _running_max, float("-inf"))
     with _trace.record(execute=False) as rec:
         for config in (ScanConfig("rows", 1024, 1), ScanConfig("lookback", 1024, 1)):
             cumulative_scan(x, 1, running_max, exclusive=True, config=config)
-    # the compiling process imports this module by name to find the combine function again
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
-        [os.path.dirname(__file__)] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
+    # The compiling process imports this module by name (tests.test_scan_custom_combine: its path
+    # starts at the repository root) to find the combine function again.
     results = compile_in_subprocess([describe(l) for l in rec.launches], archs=(80, 90))
     assert len(results) == 4 and all(r["ok"] for r in results), [r.get("error") for r in results]

@@ -12,7 +12,7 @@ from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ScanConfig
 from tritonml.launchers.scan import SUM, cumulative_scan
 from tritonml.bench.tolerances import TOLERANCES
-from scan_oracle import scan_reference, to_numpy
+from benchmarks.scan_oracle import scan_reference, to_numpy
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """``initial=`` carry-in of the cumulative operators: every regime and direction against the numpy
-oracle (tests/scan_oracle.py), the initial's layouts, dtypes and edge cases, validation, chunked
-scanning, the torch ops (opcheck, vmap) and gradients in x and initial."""
+oracle (benchmarks/scan_oracle.py), the initial's layouts, dtypes and edge cases, validation,
+chunked scanning, the torch ops (opcheck, vmap) and gradients in x and initial."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,8 +13,8 @@ from tritonml.core import layout as _layout
 from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ScanConfig
 from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
-from scan_oracle import accumulation_allowance, scan_matches, to_numpy
-from test_scan import random_values
+from benchmarks.scan_oracle import accumulation_allowance, scan_matches, to_numpy
+from tests.test_scan import random_values
 
 OPS = torch.ops.tritonml
 COMBINES = {"sum": SUM, "prod": PRODUCT}

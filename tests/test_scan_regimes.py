@@ -11,7 +11,7 @@ import tritonml
 from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ScanConfig
 from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
-from scan_oracle import accumulation_allowance, round_to, scan_matches, to_numpy, ulp
+from benchmarks.scan_oracle import accumulation_allowance, round_to, scan_matches, to_numpy, ulp
 
 LONG = 1 << 17
 

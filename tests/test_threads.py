@@ -15,8 +15,8 @@ import tritonml
 from tritonml.core import backend as _backend
 from tritonml.runtime import relaunch as _relaunch
 from tritonml.runtime import trace as _trace
-from reduce_helpers import FUNCTIONS, assert_matches, expected_tensor
-from scan_oracle import scan_matches, to_numpy
+from benchmarks.reduce_oracle import FUNCTIONS, assert_matches, expected_tensor
+from benchmarks.scan_oracle import scan_matches, to_numpy
 
 THREADS = 16
 

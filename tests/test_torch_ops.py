@@ -15,8 +15,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import tritonml
 from tritonml.runtime import trace as _trace
-from reduce_helpers import assert_matches, expected_tensor
-from scan_oracle import scan_matches, to_numpy
+from benchmarks.reduce_oracle import assert_matches, expected_tensor
+from benchmarks.scan_oracle import scan_matches, to_numpy
 
 OPS = torch.ops.tritonml
 DIFFERENTIABLE = ("AVERAGE", "L1", "L2", "LOG_SUM", "LOG_SUM_EXP", "MAX", "MIN", "MULTIPLY", "SUM",

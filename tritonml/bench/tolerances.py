@@ -1,7 +1,7 @@
 """The accuracy table: how far a result may sit from its reference, one row per dtype.
 
-One table for the tests and the benchmarks alike: the tests (``tests/scan_oracle.py``,
-``tests/reduce_helpers.py``, ``tests/dml_helpers.py``) and the benchmarks' checks
+One table for the tests and the benchmarks alike: the tests (``benchmarks/scan_oracle.py``,
+``benchmarks/reduce_oracle.py``, ``tests/dml_helpers.py``) and the benchmarks' checks
 (``tritonml/bench/cases.py``, run by ``tritonml bench``, ``benchmarks/report.py`` and
 ``benchmarks/gpu_timing.py``) all read
 it. References are float64 (or exact integers); floats are rounded to the result dtype before
@@ -9,12 +9,13 @@ comparing. Each row names one bound per kind of measure, because scans and reduc
 differently:
 
 - ``scan_ulps``: scans count the error in units in the last place of the result dtype:
-  ``|got - want| <= scan_ulps * ulp(want) + accumulation allowance`` (``tests/scan_oracle.py``).
+  ``|got - want| <= scan_ulps * ulp(want) + accumulation allowance``
+  (``benchmarks/scan_oracle.py``).
 - ``acc_roundoff``: the unit roundoff of the type the dtype accumulates in (``ACC_DTYPE`` in
-  ``tritonml/core/dtypes.py``), from which ``tests/scan_oracle.accumulation_allowance`` builds the
-  allowance: a running sum's error is relative to the running sum of ``|x|``, not to the (possibly
+  ``tritonml/core/dtypes.py``), from which ``benchmarks/scan_oracle.accumulation_allowance``
+  builds the allowance: a running sum's error is relative to the running sum of ``|x|``, not to the (possibly
   cancelled) result.
-- ``rtol``, ``atol``: reductions (``tests/reduce_helpers.py``), DirectML execution
+- ``rtol``, ``atol``: reductions (``benchmarks/reduce_oracle.py``), DirectML execution
   (``tests/dml_helpers.py``) and the benchmarks' checks compare
   ``|got - want| <= atol + rtol * |want|``. ``atol`` is the floor for results that cancel to near
   zero (mixed-sign sums, LOG_SUM_EXP's ``max + log(sum)``); the benchmarks' inputs are nonnegative,
