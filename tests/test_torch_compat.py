@@ -6,7 +6,7 @@ import re
 
 import torch
 
-from private_api import REPO, offenders, uses
+from tests.private_api import REPO, offenders, uses
 from tritonml.core import torch_compat as _torch_compat
 
 COMPAT = REPO / "tritonml" / "core" / "torch_compat.py"

@@ -7,7 +7,7 @@ import re
 import pytest
 import triton.language as tl
 
-from private_api import REPO, offenders, uses
+from tests.private_api import REPO, offenders, uses
 from tritonml.core import triton_compat as _triton_compat
 
 COMPAT = REPO / "tritonml" / "core" / "triton_compat.py"
