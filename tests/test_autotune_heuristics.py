@@ -126,7 +126,8 @@ def test_a_gpu_scan_plan_offers_the_heuristics_first_and_only_valid_distinct_con
     problem = plan.problem
     assert (problem.axis_len, problem.inner_len, problem.outer_len) == (
         max(layout.axis_len, 1), max(layout.inner_len, 1), layout.outer_len)
-    assert problem.element_bytes == dtype.itemsize and problem.contiguous == layout.axis_is_contiguous
+    assert problem.element_bytes == dtype.itemsize
+    assert problem.contiguous == layout.axis_is_contiguous
 
 
 @FAST

@@ -42,10 +42,11 @@ def view_strides(draw, shape, negative: bool = True):
         step = draw(st.sampled_from((1, 1, 1, 2, 3)))
         strides[dim] = running * step
         running *= max(shape[dim], 1) * step
+    kinds = ("kept", "kept", "kept", "zero", "negative" if negative else "kept")
     for dim in range(len(shape)):
-        kind = draw(st.sampled_from(("kept", "kept", "kept", "zero", "negative" if negative
-                                     else "kept")))
-        strides[dim] = 0 if kind == "zero" else -strides[dim] if kind == "negative" else strides[dim]
+        kind = draw(st.sampled_from(kinds))
+        if kind != "kept":
+            strides[dim] = 0 if kind == "zero" else -strides[dim]
     return tuple(strides)
 
 
