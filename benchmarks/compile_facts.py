@@ -4,7 +4,7 @@
     python -m benchmarks.compile_facts --only scan_chunked
                                                         (that kernel's entries only; the others'
                                                          are kept as the file has them)
-    python autotune/scripts/compile_facts.py --check    (compile all, write nothing: exit 1 and
+    python -m benchmarks.compile_facts --check          (compile all, write nothing: exit 1 and
                                                          list each entry that differs, SASS
                                                          fingerprint included; --spread: a few)
 

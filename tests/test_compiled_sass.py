@@ -5,38 +5,25 @@ class, tile, warps, window), the registers, spills, loads in flight and a sha256
 instructions (``tritonml.bench.gpu_compile.sass_fingerprint``: no header, encodings, paths or line
 info). A refactor of the kernels or launchers must leave what ptxas emits as it was: this test
 recompiles a deterministic spread of the table (two specializations per kernel and state class,
-every dtype class, both archs: ``compile_facts.spread``) and compares. ``compile_facts.py --check``
-compares every entry (about 1,500 compiles: too slow for the suite).
+every dtype class, both archs: ``benchmarks.compile_facts.spread``) and compares.
+``python -m benchmarks.compile_facts --check`` compares every entry (about 1,500 compiles: too
+slow for the suite).
 """
-import importlib
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _compile_facts():
-    """The generator script, which imports tritonml and the tuner (a tool of the repository)."""
-    try:
-        return importlib.import_module("benchmarks.compile_facts")
-    except ModuleNotFoundError:
-        path = ROOT / "autotune" / "scripts" / "compile_facts.py"
-        spec = importlib.util.spec_from_file_location("compile_facts", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
 
 
 @pytest.fixture(scope="module")
 def facts():
-    return _compile_facts()
+    """The generator, a tool of the repository (it imports tritonml and the tuner)."""
+    from benchmarks import compile_facts
+
+    return compile_facts
 
 
 def _regenerate(facts) -> str:
-    return getattr(facts, "GENERATOR", "python autotune/scripts/compile_facts.py")
+    return facts.GENERATOR
 
 
 SASS = """
