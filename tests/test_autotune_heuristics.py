@@ -132,16 +132,18 @@ def test_a_gpu_scan_plan_offers_the_heuristics_first_and_only_valid_distinct_con
 
 @FAST
 @given(reduce_layouts, st.sampled_from(TARGETS[1:]),
-       st.sampled_from(("SUM", "ARGMAX", "LOG_SUM_EXP")))
+       st.sampled_from((("SUM", 8, 4), ("ARGMAX", 8, 8), ("LOG_SUM_EXP", 8, 4))))
 def test_a_gpu_reduce_plan_offers_the_heuristics_first_and_only_valid_distinct_configs(
-        layout, target, function):
+        layout, target, function_bytes):
+    function, partial_bytes, out_bytes = function_bytes   # a float32 reduction's
     with devices.targeting(target):
-        plan = select.plan_reduce(layout, torch.float32, None, function)
+        plan = select.plan_reduce(layout, torch.float32, None, function,
+                                  partial_bytes=partial_bytes, out_bytes=out_bytes)
     assert plan.candidates[0] == plan.heuristic
     assert len({tuple(sorted(c.items())) for c in plan.candidates}) == len(plan.candidates)
     for candidate in plan.candidates:
         plan.config(candidate).validate()
-    assert plan.problem.out_bytes == (8 if function == "ARGMAX" else 4)
+    assert (plan.problem.state_bytes, plan.problem.out_bytes) == (partial_bytes, out_bytes)
 
 
 def test_without_a_target_or_a_gpu_the_plan_is_the_heuristics_alone():
@@ -163,7 +165,7 @@ def test_a_plan_counts_the_elements_and_outputs_of_the_tensor(shape, data):
                                 "sum")
         axes = tuple(sorted(data.draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))))
         reduce = select.plan_reduce(reduce_layout(shape, strides, strides, axes, False),
-                                    torch.float32, None, "SUM")
+                                    torch.float32, None, "SUM", partial_bytes=8, out_bytes=4)
     assert scan.problem.elements == scan.problem.outputs == math.prod(shape)
     assert reduce.problem.elements == math.prod(shape)
     assert reduce.problem.outputs == math.prod(s for d, s in enumerate(shape) if d not in axes)
