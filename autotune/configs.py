@@ -47,19 +47,15 @@ class ScanConfig(_TileConfig):
         same kernel with different tiles.
     block_axis, block_inner: tile shape, powers of two.
     num_warps: warps per program on a GPU (ignored by the interpreter).
-    prefix_every: look-back only; 1 in production, > 1 forces long look-backs in tests.
     chunk_tiles: "chunked" only: tiles per chunk (any int >= 1).
     window: "chunked" only: chunks per look-back group, a power of two from 2 to
         ``MAX_SCAN_WINDOW`` (tritonml/kernels/scan_chunked.py, ``scan_chunked_kernel``).
     """
-    prefix_every: int = 1
     chunk_tiles: int = 1
     window: int = 64
 
     def validate(self, name: str = "config") -> None:
         self._check_regime_and_tiles(name, SCAN_REGIMES, ("block_axis", "block_inner", "num_warps"))
-        if not isinstance(self.prefix_every, int) or self.prefix_every < 1:
-            raise ValueError(f"{name}.prefix_every: {self.prefix_every!r} must be an int >= 1")
         if self.block_axis * self.block_inner > 1 << 20:
             raise ValueError(f"{name}: a tile of {self.block_axis} x {self.block_inner} elements is "
                              "too large (at most 2**20 elements)")

@@ -133,11 +133,10 @@ CHUNKED_FIELDS = ("chunk_tiles", "window")
 
 
 def fields(config) -> dict:
-    """A ScanConfig's or ReduceConfig's fields as the candidates' dicts hold them: all but
-    ``prefix_every`` (tests only), and ``CHUNKED_FIELDS`` only for "chunked"."""
+    """A ScanConfig's or ReduceConfig's fields as the candidates' dicts hold them: all, but
+    ``CHUNKED_FIELDS`` only for "chunked"."""
     return {name: getattr(config, name) for name in config.__dataclass_fields__
-            if name != "prefix_every"
-            and (name not in CHUNKED_FIELDS or config.regime == "chunked")}
+            if name not in CHUNKED_FIELDS or config.regime == "chunked"}
 
 
 def plan_scan(layout, dtype: torch.dtype, device: torch.device | None, combine: str,

@@ -19,10 +19,18 @@ import triton.language as tl
 
 from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ScanConfig
+from tests.lookback_knob import prefix_every
 
-CONFIGS = [ScanConfig("rows", 4, 2), ScanConfig("columns", 4, 2),
-           ScanConfig("lookback", 4, 2, prefix_every=3)]
+# The look-back runs with long look-backs where a test uses ``long_lookbacks``.
+CONFIGS = [ScanConfig("rows", 4, 2), ScanConfig("columns", 4, 2), ScanConfig("lookback", 4, 2)]
 CONFIG_IDS = ["rows", "columns", "lookback"]
+
+
+@pytest.fixture
+def long_lookbacks():
+    """The look-back kernel publishes every third inclusive prefix only (tests/lookback_knob.py)."""
+    with prefix_every(3):
+        yield
 
 
 # ---------------------------------------------------------------------------------------------
@@ -116,6 +124,7 @@ def assert_matches(results, expected, dtypes, rtol=1e-6, atol=1e-6):
 @pytest.mark.parametrize("exclusive,identity", [(False, None), (False, (1.0, 0.0)), (True, (1.0, 0.0))],
                          ids=["inclusive-no-identity", "inclusive", "exclusive"])
 @pytest.mark.parametrize("with_initial", [False, True], ids=["", "initial"])
+@pytest.mark.usefixtures("long_lookbacks")
 def test_linear_recurrence(config, reverse, exclusive, identity, with_initial):
     gen = torch.Generator().manual_seed(1)
     gates = torch.rand(3, 10, generator=gen) + 0.25
@@ -133,6 +142,7 @@ def test_linear_recurrence(config, reverse, exclusive, identity, with_initial):
 @pytest.mark.parametrize("config", CONFIGS, ids=CONFIG_IDS)
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.usefixtures("long_lookbacks")
 def test_running_max_with_index_on_a_broadcast_index(config, reverse, exclusive):
     # Ties (small integers) test the tie rule; the index is an expanded (stride-0) arange, float32
     # values and int64 indices are mixed dtypes.
@@ -150,6 +160,7 @@ def test_running_max_with_index_on_a_broadcast_index(config, reverse, exclusive)
 
 @pytest.mark.parametrize("config", CONFIGS, ids=CONFIG_IDS)
 @pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.usefixtures("long_lookbacks")
 def test_segmented_sum(config, reverse):
     gen = torch.Generator().manual_seed(3)
     flags = (torch.rand(12, 3, generator=gen) < 0.3).to(torch.int32)
@@ -163,6 +174,7 @@ def test_segmented_sum(config, reverse):
 @pytest.mark.parametrize("config", CONFIGS, ids=CONFIG_IDS)
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.usefixtures("long_lookbacks")
 def test_matrix_products_keep_operand_order(config, reverse, exclusive):
     # Exact integer matrices: any swapped operand changes the product.
     gen = torch.Generator().manual_seed(4)
@@ -178,11 +190,12 @@ def test_matrix_products_keep_operand_order(config, reverse, exclusive):
     assert any(not np.array_equal(w, s) for w, s in zip(expected, swapped))
 
 
+@pytest.mark.usefixtures("long_lookbacks")
 def test_look_back_on_a_long_axis():
     gen = torch.Generator().manual_seed(5)
     gates = torch.rand(2, 150, generator=gen) * 0.5 + 0.5
     tokens = torch.randn(2, 150, generator=gen)
-    config = ScanConfig("lookback", 16, 2, prefix_every=3)
+    config = ScanConfig("lookback", 16, 2)
     for reverse in (False, True):
         with _trace.record() as rec:
             result = tritonml.associative_scan(linear_recurrence, (gates, tokens), 1,

@@ -442,8 +442,7 @@ def test_the_look_back_is_modeled_as_a_chain_of_tiles_and_takes_taller_tiles():
     fastest = min(lookbacks, key=lambda c: cost.estimate(plan.problem, c, devices.H100).seconds)
     assert fastest == tall
     for block_axis, warps in ((1024, 4), (4096, 8)):
-        config = dict(regime="lookback", block_axis=block_axis, block_inner=1, num_warps=warps,
-                      prefix_every=1)
+        config = dict(regime="lookback", block_axis=block_axis, block_inner=1, num_warps=warps)
         seconds = cost.estimate(plan.problem, config, devices.H100).seconds
         chain = (1 << 26) // block_axis * cost.LOOKBACK_TILE_SECONDS
         assert chain <= seconds <= chain + 2 * devices.H100.launch_overhead_s, (block_axis, seconds)

@@ -17,11 +17,20 @@ from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
 from tritonml.launchers.scan import SUM, cumulative_scan
 
 from tritonml.bench.memtrace import trace_memory
+from tests.lookback_knob import prefix_every
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="runs in Triton's interpreter")
 
-LOOKBACK = ScanConfig("lookback", 64, 1, prefix_every=3)
+LOOKBACK = ScanConfig("lookback", 64, 1)
 SPLIT = ReduceConfig("split", 32, 4, splits=5, block_split=2)
+
+
+@pytest.fixture(autouse=True)
+def long_lookbacks():
+    """Every look-back here publishes every third inclusive prefix only (tests/lookback_knob.py),
+    so tiles read what earlier launches left in more status words."""
+    with prefix_every(3):
+        yield
 
 
 def scan_oracle(x: torch.Tensor, axis: int) -> np.ndarray:

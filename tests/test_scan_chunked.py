@@ -32,6 +32,7 @@ from tritonml.runtime import resident as _resident
 from tritonml.launchers.scan import PRODUCT, SUM, associative_scan_states, cumulative_scan, scan_work
 from tritonml_autotune import select
 
+from tests.lookback_knob import prefix_every
 from benchmarks.scan_oracle import accumulation_allowance, scan_matches, scan_reference, to_numpy
 from tests.test_associative_scan import (assert_matches, linear_py, linear_recurrence,
                                          matrix_product, matrix_py, max_with_index,
@@ -622,11 +623,11 @@ def test_round_trips_per_program_do_not_grow_with_the_tiles_before_it():
 
 
 def test_the_look_back_s_round_trips_grow_with_the_tiles_before_it():
-    # The count can fail: the look-back kernel with prefix_every past the tiles publishes only
+    # The count can fail: the look-back kernel with PREFIX_EVERY past the tiles publishes only
     # tile 0's prefix, so tile t waits on t status words one round trip each.
-    config = ScanConfig("lookback", 4, 1, prefix_every=1000)
+    config = ScanConfig("lookback", 4, 1)
     x = torch.from_numpy(np.random.default_rng(42).integers(-9, 9, (1, 160)))
-    with StatusTraffic().watching() as traffic:
+    with StatusTraffic().watching() as traffic, prefix_every(1000):
         result = cumulative_scan(x, 1, SUM, config=config)
     check(result, to_numpy(x), 1, "sum", False, False)
     assert [traffic.round_trips(t) for t in range(40)] == list(range(40))

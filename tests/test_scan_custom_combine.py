@@ -11,6 +11,7 @@ import triton.language as tl
 
 from tritonml_autotune.configs import ScanConfig
 from tritonml.launchers.scan import ScanCombine, cumulative_scan
+from tests.lookback_knob import prefix_every
 
 
 @triton.jit
@@ -23,7 +24,7 @@ RUNNING_MAX = ScanCombine("running_max", _running_max, -(2**63))
 
 
 @pytest.mark.parametrize("config", [ScanConfig("rows", 16, 2), ScanConfig("columns", 8, 4),
-                                    ScanConfig("lookback", 16, 2, prefix_every=3)],
+                                    ScanConfig("lookback", 16, 2)],
                          ids=lambda c: c.regime)
 @pytest.mark.parametrize("reverse,exclusive", [(False, False), (True, False), (False, True)])
 def test_user_defined_combine_runs_in_every_regime(config, reverse, exclusive):
@@ -31,8 +32,9 @@ def test_user_defined_combine_runs_in_every_regime(config, reverse, exclusive):
     a = rng.integers(-1000, 1000, size=(3, 50), dtype=np.int64).astype(np.int32)
     axis = 0 if config.regime == "columns" else 1
     x = torch.from_numpy(np.ascontiguousarray(a.T if axis == 0 else a))
-    result = cumulative_scan(x, axis, RUNNING_MAX, reverse=reverse, exclusive=exclusive,
-                             config=config).numpy()
+    with prefix_every(3):  # long look-backs
+        result = cumulative_scan(x, axis, RUNNING_MAX, reverse=reverse, exclusive=exclusive,
+                                 config=config).numpy()
     data = x.numpy().astype(np.int64)
     if reverse:
         data = np.flip(data, axis)

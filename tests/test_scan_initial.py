@@ -15,19 +15,21 @@ from tritonml_autotune.configs import ScanConfig
 from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
 from benchmarks.scan_oracle import accumulation_allowance, scan_matches, to_numpy
 from tests.test_scan import random_values
+from tests.lookback_knob import prefix_every, prefix_every_for
 
 OPS = torch.ops.tritonml
 COMBINES = {"sum": SUM, "prod": PRODUCT}
 FUNCTIONS = {"sum": tritonml.cumulative_sum, "prod": tritonml.cumulative_product}
 DIRECTIONS = [(False, False), (False, True), (True, False), (True, True)]
 
-# (name, shape, axis, config): each regime, the look-back with long look-backs (prefix_every).
+# (name, shape, axis, config): each regime, the look-back with long look-backs (LONG_LOOKBACKS).
 REGIMES = [
     ("rows", (3, 700), 1, ScanConfig("rows", 128, 2)),
     ("columns", (700, 5), 0, ScanConfig("columns", 64, 4)),
-    ("lookback", (2, 900, 3), 1, ScanConfig("lookback", 64, 2, prefix_every=3)),
+    ("lookback", (2, 900, 3), 1, ScanConfig("lookback", 64, 2)),
     ("lookback-row", (1000,), 0, ScanConfig("lookback", 128, 1)),
 ]
+LONG_LOOKBACKS = {"lookback": 3}  # REGIMES' name -> PREFIX_EVERY (tests/lookback_knob.py)
 
 
 def _random_initial(shape, axis, dtype, op, rng):
@@ -52,7 +54,7 @@ def test_every_regime_starts_from_the_initial(name, shape, axis, config, reverse
     rng = np.random.default_rng(len(name) + 7 * reverse + 3 * exclusive)
     x = random_values(shape, dtype, op, rng)
     initial = _random_initial(shape, axis, dtype, op, rng)
-    with _trace.record() as rec:
+    with _trace.record() as rec, prefix_every(LONG_LOOKBACKS.get(name, 1)):
         result = cumulative_scan(x, axis, COMBINES[op], reverse=reverse, exclusive=exclusive,
                                  initial=initial, config=config)
     assert [l.meta["HAS_INITIAL"] for l in rec.launches] == [True]
@@ -69,7 +71,7 @@ def _layouts(values: torch.Tensor):
 
 
 @pytest.mark.parametrize("config", [None, ScanConfig("columns", 8, 4),
-                                    ScanConfig("lookback", 8, 2, prefix_every=2)],
+                                    ScanConfig("lookback", 8, 2)],
                          ids=["auto", "columns", "lookback"])
 @pytest.mark.parametrize("reverse,exclusive", [(False, True), (True, False)])
 def test_initial_in_any_layout(config, reverse, exclusive):
@@ -78,8 +80,9 @@ def test_initial_in_any_layout(config, reverse, exclusive):
     values = random_values((4, 6), torch.int64, "sum", rng)
     for label, initial in _layouts(values):
         assert torch.equal(initial, values)
-        result = cumulative_scan(x, 1, SUM, reverse=reverse, exclusive=exclusive, initial=initial,
-                                 config=config)
+        with prefix_every_for(config, 2):
+            result = cumulative_scan(x, 1, SUM, reverse=reverse, exclusive=exclusive,
+                                     initial=initial, config=config)
         _check(result, x, values, 1, "sum", reverse, exclusive)
 
 
@@ -150,12 +153,17 @@ def test_rank_0_and_empty_axes(op):
 
 @pytest.mark.parametrize("op", ["sum", "prod"])
 @pytest.mark.parametrize("exclusive", [False, True])
-@pytest.mark.parametrize("config", [None, ScanConfig("lookback", 16, 2, prefix_every=2)],
+@pytest.mark.parametrize("config", [None, ScanConfig("lookback", 16, 2)],
                          ids=["auto", "lookback"])
 def test_chunked_scan_equals_one_scan(op, exclusive, config):
     rng = np.random.default_rng(8)
     x = random_values((5, 230), torch.int64, op, rng)
     combine = COMBINES[op]
+    with prefix_every_for(config, 2):
+        _chunks_equal_one_scan(x, combine, exclusive, config)
+
+
+def _chunks_equal_one_scan(x, combine, exclusive, config):
     for reverse in (False, True):
         whole = cumulative_scan(x, 1, combine, reverse=reverse, exclusive=exclusive, config=config)
         bounds = [0, 50, 51, 160, 230]
@@ -176,9 +184,14 @@ def test_chunked_scan_equals_one_scan(op, exclusive, config):
 # one scan's float64 tally there, bit for bit. The oracle: the one scan against numpy float64.
 @pytest.mark.parametrize("exclusive", [False, True])
 @pytest.mark.parametrize("config", [ScanConfig("rows", 64, 2),
-                                    ScanConfig("lookback", 64, 1, prefix_every=2)],
+                                    ScanConfig("lookback", 64, 1)],
                          ids=["rows", "lookback"])
 def test_float32_chunks_with_an_accumulation_dtype_carry_equal_one_scan(exclusive, config):
+    with prefix_every_for(config, 2):
+        _float32_chunks_equal_one_scan(exclusive, config)
+
+
+def _float32_chunks_equal_one_scan(exclusive, config):
     rng = np.random.default_rng(12)
     # large values with a small spread: a carry rounded to float32 at each chunk boundary loses
     # the low bits the float64 tally keeps

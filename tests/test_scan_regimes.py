@@ -11,6 +11,7 @@ import tritonml
 from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ScanConfig
 from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
+from tests.lookback_knob import prefix_every
 from benchmarks.scan_oracle import accumulation_allowance, round_to, scan_matches, to_numpy, ulp
 
 LONG = 1 << 17
@@ -54,14 +55,15 @@ def test_long_axis_in_each_regime(name, shape, axis, config, dtype, reverse, exc
 @pytest.mark.parametrize("reverse,exclusive", [(False, False), (True, True)])
 def test_lookback_is_bit_identical_to_tiled_and_across_runs(reverse, exclusive):
     # Same BLOCK_AXIS -> the same left fold of tile totals: bitwise equal results, run to run,
-    # however far each tile had to look back (prefix_every forces long look-backs).
+    # however far each tile had to look back (PREFIX_EVERY forces long look-backs).
     x = torch.from_numpy(np.random.default_rng(3).standard_normal((12000, 3))).to(torch.float32)
     tiled = cumulative_scan(x, 0, SUM, reverse=reverse, exclusive=exclusive,
                             config=ScanConfig("columns", 512, 4))
-    for prefix_every in (1, 3, 1000):
-        config = ScanConfig("lookback", 512, 4, prefix_every=prefix_every)
-        first = cumulative_scan(x, 0, SUM, reverse=reverse, exclusive=exclusive, config=config)
-        again = cumulative_scan(x, 0, SUM, reverse=reverse, exclusive=exclusive, config=config)
+    config = ScanConfig("lookback", 512, 4)
+    for every in (1, 3, 1000):
+        with prefix_every(every):
+            first = cumulative_scan(x, 0, SUM, reverse=reverse, exclusive=exclusive, config=config)
+            again = cumulative_scan(x, 0, SUM, reverse=reverse, exclusive=exclusive, config=config)
         assert torch.equal(first, tiled) and torch.equal(again, tiled)
 
 

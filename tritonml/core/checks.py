@@ -50,8 +50,11 @@ def check_readable(name: str, t) -> None:
                         "with torch.zeros_like first")
 
 
-def check_tensor(name: str, x, allowed_dtypes=None) -> None:
-    check_readable(name, x)
+def check_tensor(name: str, x, allowed_dtypes=None, *, readable_checked: bool = False) -> None:
+    """``x``: a readable tensor of a supported rank, dtype and device (``readable_checked``: the
+    caller has run ``check_readable`` on it already)."""
+    if not readable_checked:
+        check_readable(name, x)
     if x.dim() > MAX_RANK:
         raise ValueError(f"{name}: rank {x.dim()} is not supported; tensors have rank 0 to {MAX_RANK}")
     if allowed_dtypes is None:
@@ -160,15 +163,18 @@ def check_out_grad(out: torch.Tensor, x: torch.Tensor, name: str = "out") -> Non
                            "or under torch.no_grad()")
 
 
-def check_out(out, x: torch.Tensor, *, shape, dtype, name: str = "out", allow_alias_of=None) -> None:
-    """``out`` must match ``shape``/``dtype``/device and must not partly overlap the inputs.
+def check_out(out, x: torch.Tensor, *, shape, dtype, name: str = "out", allow_alias_of=None,
+              readable_checked: bool = False) -> None:
+    """``out`` must match ``shape``/``dtype``/device and must not partly overlap the inputs
+    (``readable_checked``: the caller has run ``check_readable`` and ``check_out_grad`` on it).
 
     ``allow_alias_of``: an input that ``out`` may be exactly (in-place execution).
     """
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor or None, got {_type_name(out)}")
-    check_readable(name, out)
-    check_out_grad(out, x, name)
+    if not readable_checked:
+        check_readable(name, out)
+        check_out_grad(out, x, name)
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"{name}: shape {tuple(out.shape)} does not match the result shape {tuple(shape)}")
     if out.dtype != dtype:

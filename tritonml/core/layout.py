@@ -139,34 +139,53 @@ def axis_layout(shape: Sequence[int], x_strides: Sequence[int], out_strides: Seq
 
     ``init_strides``: an ``initial`` carry-in's strides, one per dim of x but the axis (None
     without one). Its strides are a third column of the merge, so dims merge only where they are
-    one dim in the initial too."""
+    one dim in the initial too. The one-component case of ``axis_layouts``."""
+    return axis_layouts(shape, (x_strides,), (out_strides,), axis,
+                        None if init_strides is None else (init_strides,))[0]
+
+
+def axis_layouts(shape: Sequence[int], x_strides: tuple, out_strides: tuple, axis: int,
+                 init_strides: Optional[tuple] = None) -> tuple:
+    """One ``AxisLayout`` per component of a tuple state (``x_strides[c]``, ``out_strides[c]``,
+    ``init_strides[c]``: component c's tensors, all of ``shape``), all over the same outer dims x
+    axis x inner: every tensor's strides are a column of one merge, so a dim merges with its
+    neighbour only where it does in every tensor."""
+    k = len(x_strides)
     if len(shape) == 0:
-        shape, x_strides, out_strides, axis = (1,), (1,), (1,), 0
-        init_strides = () if init_strides is not None else None
+        shape, axis = (1,), 0
+        x_strides, out_strides = ((1,),) * k, ((1,),) * k
+        init_strides = ((),) * k if init_strides is not None else None
     others = [i for i in range(len(shape)) if i != axis]
-    if init_strides is None:
-        columns = {i: (x_strides[i], out_strides[i]) for i in others}
-    else:
-        columns = {i: (x_strides[i], out_strides[i], st) for i, st in zip(others, init_strides)}
+    columns = {}
+    for j, i in enumerate(others):
+        columns[i] = tuple(st[i] for st in x_strides) + tuple(st[i] for st in out_strides)
+        if init_strides is not None:
+            columns[i] += tuple(st[j] for st in init_strides)
     dims = merge_dims([(shape[i], columns[i]) for i in others])
-    inner_len, inner_columns = dims[-1] if dims else (1, (0, 0, 0))
+    width = 3 * k if init_strides is not None else 2 * k
+    inner_len, inner_columns = dims[-1] if dims else (1, (0,) * width)
     outer = dims[:-1]
     axis_len = shape[axis]
-    x_axis, out_axis = (x_strides[axis], out_strides[axis]) if axis_len > 1 else (0, 0)
-    extra = {}
-    if init_strides is not None:
-        extra = dict(
-            init_inner_stride=inner_columns[2],
-            init_outer_strides=_pad((d[1][2] for d in outer), MAX_OUTER_DIMS, 0),
-            init_last=last_offset([shape[i] for i in others], init_strides))
-    return AxisLayout(
-        axis_len=axis_len, inner_len=inner_len,
-        outer_sizes=_pad((d[0] for d in outer), MAX_OUTER_DIMS, 1),
-        x_axis_stride=x_axis, x_inner_stride=inner_columns[0],
-        x_outer_strides=_pad((d[1][0] for d in outer), MAX_OUTER_DIMS, 0),
-        out_axis_stride=out_axis, out_inner_stride=inner_columns[1],
-        out_outer_strides=_pad((d[1][1] for d in outer), MAX_OUTER_DIMS, 0),
-        x_last=last_offset(shape, x_strides), out_last=last_offset(shape, out_strides), **extra)
+    layouts = []
+    for c in range(k):
+        extra = {}
+        if init_strides is not None:
+            col = 2 * k + c
+            extra = dict(init_inner_stride=inner_columns[col],
+                         init_outer_strides=_pad((d[1][col] for d in outer), MAX_OUTER_DIMS, 0),
+                         init_last=last_offset([shape[i] for i in others], init_strides[c]))
+        layouts.append(AxisLayout(
+            axis_len=axis_len, inner_len=inner_len,
+            outer_sizes=_pad((d[0] for d in outer), MAX_OUTER_DIMS, 1),
+            x_axis_stride=x_strides[c][axis] if axis_len > 1 else 0,
+            x_inner_stride=inner_columns[c],
+            x_outer_strides=_pad((d[1][c] for d in outer), MAX_OUTER_DIMS, 0),
+            out_axis_stride=out_strides[c][axis] if axis_len > 1 else 0,
+            out_inner_stride=inner_columns[k + c],
+            out_outer_strides=_pad((d[1][k + c] for d in outer), MAX_OUTER_DIMS, 0),
+            x_last=last_offset(shape, x_strides[c]),
+            out_last=last_offset(shape, out_strides[c]), **extra))
+    return tuple(layouts)
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import torch
 from ..core import checks as _checks
 from ..dsl import associative_scan as _single_device_associative_scan
 from ..launchers.scan import check_initial_meta
+from ..launchers.scan_records import PRODUCT, SUM
 from ..torch_ops.reduce import reduce as _reduce
 from ..torch_ops.scan import cumulative_product as _cumulative_product
 from ..torch_ops.scan import cumulative_sum as _cumulative_sum
@@ -96,7 +97,7 @@ def cumulative_sum(x, axis: int, *, group=None, reverse: bool = False, exclusive
     it; the others check its shape and dtype, so SPMD code may pass the same tensor everywhere.
     ``timeout``: how long to wait for the other ranks at the metadata exchange
     (``METADATA_TIMEOUT`` when None). Otherwise as ``tritonml.cumulative_sum``."""
-    return _cumulative("cumulative_sum", "SUM", _cumulative_sum, x, axis, group, reverse,
+    return _cumulative("cumulative_sum", SUM.fold, _cumulative_sum, x, axis, group, reverse,
                        exclusive, initial, out, timeout or METADATA_TIMEOUT)
 
 
@@ -104,7 +105,7 @@ def cumulative_product(x, axis: int, *, group=None, reverse: bool = False,
                        exclusive: bool = False, initial: Optional[torch.Tensor] = None,
                        out: Optional[torch.Tensor] = None, timeout=None):
     """Running product; see ``cumulative_sum``."""
-    return _cumulative("cumulative_product", "MULTIPLY", _cumulative_product, x, axis, group,
+    return _cumulative("cumulative_product", PRODUCT.fold, _cumulative_product, x, axis, group,
                        reverse, exclusive, initial, out, timeout or METADATA_TIMEOUT)
 
 

@@ -69,6 +69,12 @@ EPOCH_STATES = tl.constexpr(4)
 # drawn in this launch.
 TICKET_SPAN = tl.constexpr(1 << 32)
 STATUS_BASE = tl.constexpr(2)   # int32 words before the first tile's status word
+# A test knob, not a parameter: the look-back kernel publishes the inclusive prefix of every
+# PREFIX_EVERY-th tile only (1: every tile, what ships; the compiler folds the test away). Tests
+# raise it under Triton's interpreter, which reads the global at each launch, to force long
+# look-back chains (tests/lookback_knob.py). Compiled Triton hashes it into the kernel once and
+# refuses a changed value.
+PREFIX_EVERY = tl.constexpr(1)
 
 
 @triton.jit
@@ -377,7 +383,7 @@ def scan_lookback_kernel(
     REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
     NEGATE_OUT: tl.constexpr, STORE: tl.constexpr, HAS_INITIAL: tl.constexpr,
     NEGATE_INIT: tl.constexpr, STORE_CARRY: tl.constexpr,
-    INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr, PREFIX_EVERY: tl.constexpr,
+    INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
     PTR_TUPLES: tl.constexpr,
 ):
     """One program per tile; grid = (independent scans) * cdiv(axis_len, BLOCK_AXIS).
@@ -385,8 +391,8 @@ def scan_lookback_kernel(
     Programs take tiles from a ticket counter, not from their program id: a program only ever
     waits for tiles with smaller tickets, which belong to programs that have already started, so
     no hardware scheduling order can deadlock it (and running programs in any order in the
-    interpreter gives the same result). PREFIX_EVERY=1 publishes every inclusive prefix; larger
-    values publish only every PREFIX_EVERY-th one, a test knob that forces long look-backs.
+    interpreter gives the same result). Every tile publishes its inclusive prefix unless the
+    module's ``PREFIX_EVERY`` test knob says otherwise.
 
     The ticket word also holds the launch's epoch (``_draw_ticket``), so the resident status
     words need no clearing between launches.

@@ -5,7 +5,8 @@ autograd, on the tuple-state scan kernels.
                                 Tensor? initial=None) -> Tensor
 
 The forward pass is one scan of the state ``(gate, value)`` under the composition of affine maps
-(``tritonml.launchers.recurrence``). The backward pass is the same recurrence run the other way with the
+(``tritonml.launchers.recurrence``, the record ``LINEAR_RECURRENCE`` of
+tritonml/launchers/scan_records.py, which also holds the backward). The backward pass is the same recurrence run the other way with the
 gates shifted one step (Martin & Cundy, "Parallelizing linear recurrent neural nets over sequence
 length", ICLR 2018): with ``dh`` the gradient of the output and traversal order forward,
 
@@ -16,14 +17,17 @@ length", ICLR 2018): with ``dh`` the gradient of the output and traversal order 
 
 so both passes run on tritonml's kernels, and the backward is itself differentiable.
 """
+import contextlib
 from typing import Optional
 
 import torch
 
 from ..core import checks as _checks
 from ..launchers.recurrence import check_recurrence_meta, recurrence
+from ..launchers.scan_checks import prechecked
+from ..launchers.scan_records import LINEAR_RECURRENCE
 from .define import define, differentiable, direct_call_allowed
-from .scan import _batch_initial, _shift_later, eager_carry_call
+from .scan import _batch_initial, eager_carry_call
 
 
 @define("linear_recurrence")
@@ -68,37 +72,14 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(gates, output, initial)
 
 
-def _shift_earlier(h, initial, axis: int, reverse: bool):
-    """h[t] <- h[t - 1] in traversal order, the first position ``initial`` (or 0)."""
-    n = h.shape[axis]
-    first = (initial.unsqueeze(axis) if initial is not None
-             else torch.zeros_like(h.narrow(axis, 0, min(n, 1))))
-    if n == 0:
-        return h
-    if reverse:
-        return torch.cat([h.narrow(axis, 1, n - 1), first.expand_as(h.narrow(axis, 0, 1))], axis)
-    return torch.cat([first.expand_as(h.narrow(axis, 0, 1)), h.narrow(axis, 0, n - 1)], axis)
-
-
 def _backward(ctx, grad):
+    """``LINEAR_RECURRENCE.backward`` (tritonml/launchers/scan_records.py), its reverse
+    recurrence run through the differentiable op."""
     gates, output, initial = ctx.saved_tensors
-    axis, reverse = ctx.axis, ctx.reverse
-    scalar = gates.dim() == 0
-    if scalar:  # a 0-d sequence acts as shape [1]
-        gates, output, grad = gates.unsqueeze(0), output.unsqueeze(0), grad.unsqueeze(0)
-    grad_h = _LINEAR_RECURRENCE(_shift_later(gates, axis, reverse), grad, axis, not reverse, None)
-    grad_gates = grad_h * _shift_earlier(output, initial, axis, reverse)
-    grad_initial = None
-    if ctx.has_initial:
-        n = gates.shape[axis]
-        if n == 0:
-            grad_initial = torch.zeros_like(initial)
-        else:
-            first = n - 1 if reverse else 0
-            grad_initial = (gates.select(axis, first) * grad_h.select(axis, first))
-    if scalar:
-        grad_h, grad_gates = grad_h.squeeze(0), grad_gates.squeeze(0)
-    return grad_gates, grad_h, None, None, grad_initial
+    grad_gates, grad_tokens, grad_initial = LINEAR_RECURRENCE.backward(
+        _LINEAR_RECURRENCE, gates, output, initial if ctx.has_initial else None, grad, ctx.axis,
+        ctx.reverse)
+    return grad_gates, grad_tokens, None, None, grad_initial
 
 
 _LINEAR_RECURRENCE = differentiable(_linear_recurrence_op, _setup_context, _backward)
@@ -129,11 +110,14 @@ def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
     inputs = (tokens,) if initial is None else (tokens, initial)
     if direct_call_allowed(gates, None, inputs):
         return recurrence(gates, tokens, axis, reverse=reverse, initial=initial)
-    if not torch.compiler.is_compiling():
+    compiling = torch.compiler.is_compiling()
+    if not compiling:
         for name, t in (("gates", gates), ("tokens", tokens), ("initial", initial)):
             if t is not None:
                 _checks.check_readable(name, t)
     reverse = _checks.check_bool("reverse", reverse)
     if isinstance(gates, torch.Tensor):
         axis = _checks.normalize_axis(axis, gates.dim())
-    return _LINEAR_RECURRENCE(gates, tokens, axis, reverse, initial)
+    # The op's launcher skips the checks above for these tensors: each runs once per call.
+    with contextlib.nullcontext() if compiling else prechecked(gates, tokens, initial):
+        return _LINEAR_RECURRENCE(gates, tokens, axis, reverse, initial)

@@ -11,7 +11,8 @@ Each operator is three ops (shown for the sum; the product's are named alike):
                               Tensor? initial=None) -> ()
 
 Only the functional op is differentiable (in x and in ``initial``), as in torch: the out= and
-in-place forms refuse inputs that require grad. Backward passes are scans on tritonml's own kernels (docs/torch.md).
+in-place forms refuse inputs that require grad. Backward passes are scans on tritonml's own kernels (docs/torch.md),
+the gradient of each operator's record (tritonml/launchers/scan_records.py).
 
 ``return_carry=True`` (the last tally in the accumulation dtype, docs/dsl.md) is not part of the
 ops' schemas: a second output in another dtype would need its own fake kernels, vmap and autograd
@@ -19,13 +20,15 @@ rules for a value that exists to feed the next chunk's ``initial``. The public f
 by calling the launcher eagerly (``eager_carry_call``): a graph break under ``torch.compile``, and
 refused with autograd or torch.func transforms.
 """
+import contextlib
 from typing import Optional
 
 import torch
 
 from ..core import checks as _checks
 from . import dtensor as _dtensor
-from ..launchers.scan import PRODUCT, SUM, ScanCombine, check_initial_meta, cumulative_scan
+from ..launchers.scan import check_initial_meta, cumulative_scan, prechecked
+from ..launchers.scan_records import PRODUCT, SUM, ScanCombine
 from .define import _peek_functorch, batch_first, define, differentiable, direct_call_allowed, mutated
 
 
@@ -87,24 +90,29 @@ class _ScanOps:
             if out is not None:
                 mutated(out)
             return result
-        if not torch.compiler.is_compiling():
+        compiling = torch.compiler.is_compiling()
+        if not compiling:
             _checks.check_readable("x", x)  # before the dispatcher, which has no sparse kernel
             if initial is not None:
                 _checks.check_readable("initial", initial)
         axis = _checks.normalize_axis(axis, x.dim())
         reverse = _checks.check_bool("reverse", reverse)
         exclusive = _checks.check_bool("exclusive", exclusive)
-        if out is None:
-            return self.differentiable(x, axis, reverse, exclusive, initial)
-        if not torch.compiler.is_compiling():
-            _checks.check_readable("out", out)
-        _checks.check_out_grad(out, x)
-        if initial is not None:
-            _checks.check_out_grad(out, initial)
-        if out is x:
-            self.in_place(x, axis, reverse, exclusive, initial)
-        else:
-            self.out(x, axis, reverse, exclusive, out, initial)
+        if out is not None:
+            if not compiling:
+                _checks.check_readable("out", out)
+            _checks.check_out_grad(out, x)
+            if initial is not None:
+                _checks.check_out_grad(out, initial)
+        # The op's launcher skips the checks above for these tensors (``prechecked``): each check
+        # runs once per call. (Traced by torch.compile, the op runs later, checking everything.)
+        with contextlib.nullcontext() if compiling else prechecked(x, initial, out):
+            if out is None:
+                return self.differentiable(x, axis, reverse, exclusive, initial)
+            if out is x:
+                self.in_place(x, axis, reverse, exclusive, initial)
+            else:
+                self.out(x, axis, reverse, exclusive, out, initial)
         return out
 
     # --- vmap: the batch dim goes first and the axis moves past it; a batch of 0-d tensors
@@ -206,8 +214,16 @@ PRODUCT_OPS = _ScanOps("cumulative_product", PRODUCT)
 
 
 # ---------------------------------------------------------------------------------------------
-# Autograd
+# Autograd: each record's ``backward`` (tritonml/launchers/scan_records.py), its scans run through
+# the differentiable ops, so gradients are differentiable too
 # ---------------------------------------------------------------------------------------------
+_OPS_BY_RECORD = {ops.combine: ops for ops in (SUM_OPS, PRODUCT_OPS)}
+
+
+def _differentiable_scan(record: ScanCombine, x, axis: int, reverse: bool, exclusive: bool):
+    return _OPS_BY_RECORD[record].differentiable(x, axis, reverse, exclusive)
+
+
 def _setup_context(ctx, inputs, output):
     x, axis, reverse, exclusive = inputs[:4]
     initial = inputs[4] if len(inputs) > 4 else None
@@ -216,86 +232,20 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(x, output, initial)
 
 
-def _sum_backward(ctx, grad):
-    # Each output is a sum of the inputs before it in traversal order, so each input receives
-    # the sum of the gradients after it: the same scan in the other direction. Every output
-    # holds the initial once, so it receives the sum of all of them.
-    grad_x = SUM_OPS.differentiable(grad, ctx.axis, not ctx.reverse, ctx.exclusive)
-    grad_initial = None
-    if ctx.has_initial:
-        grad_initial = grad.sum(ctx.axis) if grad.dim() else grad
-    return grad_x, None, None, None, grad_initial
+def _backward_of(record: ScanCombine):
+    def backward(ctx, grad):
+        x, output, initial = ctx.saved_tensors
+        grad_x, grad_initial = record.backward(_differentiable_scan, x, output,
+                                               initial if ctx.has_initial else None, grad,
+                                               ctx.axis, ctx.reverse, ctx.exclusive)
+        return grad_x, None, None, None, grad_initial
+    backward.__name__ = backward.__qualname__ = f"_{record.name}_backward"
+    return backward
 
 
-def _shift_later(grad, axis: int, reverse: bool):
-    """grad[i] <- grad[i + 1] in traversal order, the last position 0."""
-    if grad.dim() == 0:   # a 0-d tensor acts as shape [1]: its one position is the last
-        return torch.zeros_like(grad)
-    n = grad.shape[axis]
-    if n == 0:
-        return grad
-    zero = torch.zeros_like(grad.narrow(axis, 0, 1))
-    if reverse:
-        return torch.cat([zero, grad.narrow(axis, 0, n - 1)], axis)
-    return torch.cat([grad.narrow(axis, 1, n - 1), zero], axis)
-
-
-def _inclusive_product_grad(x, inclusive, grad, axis: int, reverse: bool):
-    """The gradient in x of an inclusive product ``inclusive`` of x, for ``grad``.
-
-    d y_i / d x_j = prod_{k <= i, k != j} x_k (traversal order), correct with zeros. Before the
-    first zero of a scan, the gradient is sum_{i >= j} grad_i y_i / x_j; at the first zero,
-    sum_{i >= j} grad_i y'_i with y' the product that skips that zero; after it, 0 (every product
-    holds the zero).
-    """
-    is_zero = x == 0
-    zeros_before = SUM_OPS.differentiable(is_zero.to(torch.int32), axis, reverse, True)
-    before_zero = (zeros_before == 0) & ~is_zero
-    first_zero = (zeros_before == 0) & is_zero
-    later_sums = SUM_OPS.differentiable(grad * inclusive, axis, not reverse, False)
-    skipping_zero = PRODUCT_OPS.differentiable(torch.where(first_zero, torch.ones_like(x), x), axis,
-                                               reverse, False)
-    at_zero = SUM_OPS.differentiable(grad * skipping_zero, axis, not reverse, False)
-    safe_x = torch.where(before_zero, x, torch.ones_like(x))
-    return torch.where(before_zero, later_sums / safe_x,
-                       torch.where(first_zero, at_zero, torch.zeros_like(x)))
-
-
-def _product_backward(ctx, grad):
-    """An exclusive product is the inclusive one shifted a step, so its gradient is the inclusive
-    gradient of the shifted ``grad``. With an initial, the scan is the inclusive product of
-    ``z``, x with the initial put first in traversal order: its outputs are z's inclusive products
-    after the initial's (inclusive) or up to the last element's (exclusive), so the gradient is
-    z's inclusive gradient for ``grad`` padded with a 0 on the other side, split back."""
-    x, output, initial = ctx.saved_tensors
-    axis, reverse = ctx.axis, ctx.reverse
-    if not ctx.has_initial:
-        if ctx.exclusive:
-            grad = _shift_later(grad, axis, reverse)
-            inclusive = PRODUCT_OPS.differentiable(x, axis, reverse, False)
-        else:
-            inclusive = output
-        return _inclusive_product_grad(x, inclusive, grad, axis, reverse), None, None, None, None
-    scalar = x.dim() == 0
-    if scalar:  # a 0-d x acts as shape [1]
-        x, grad = x.unsqueeze(0), grad.unsqueeze(0)
-    n = x.shape[axis]
-    first = initial.unsqueeze(axis)
-    z = torch.cat([x, first], axis) if reverse else torch.cat([first, x], axis)
-    zero = torch.zeros_like(first)
-    # zero where z's product holds no output: the initial's own (inclusive) or the last (exclusive)
-    padded = torch.cat([grad, zero], axis) if ctx.exclusive != reverse else \
-        torch.cat([zero, grad], axis)
-    inclusive = PRODUCT_OPS.differentiable(z, axis, reverse, False)
-    grad_z = _inclusive_product_grad(z, inclusive, padded, axis, reverse)
-    grad_x = grad_z.narrow(axis, 0 if reverse else 1, n)
-    grad_initial = grad_z.narrow(axis, n if reverse else 0, 1).squeeze(axis)
-    return grad_x.squeeze(0) if scalar else grad_x, None, None, None, grad_initial
-
-
-SUM_OPS.differentiable = differentiable(SUM_OPS.functional, _setup_context, _sum_backward)
-PRODUCT_OPS.differentiable = differentiable(PRODUCT_OPS.functional, _setup_context,
-                                            _product_backward)
+for _ops in (SUM_OPS, PRODUCT_OPS):
+    _ops.differentiable = differentiable(_ops.functional, _setup_context,
+                                         _backward_of(_ops.combine))
 
 
 # ---------------------------------------------------------------------------------------------

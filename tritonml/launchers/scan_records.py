@@ -1,0 +1,227 @@
+"""The built-in scans, one declarative record each: ``SUM`` and ``PRODUCT`` (DirectML's
+CUMULATIVE_SUMMATION / CUMULATIVE_PRODUCT, ``tritonml.cumulative_sum`` / ``cumulative_product``)
+and ``LINEAR_RECURRENCE`` (``tritonml.linear_recurrence``).
+
+A record says everything the layers above the kernels need to know about a scan, and they read it
+rather than branching on the scan's name:
+
+- the launchers (tritonml/launchers/scan.py, scan_work.py, recurrence.py): the combine's two
+  kernel forms (``ScanCombine.forms``), the identity (padding of partial tiles, the first output
+  of an exclusive scan, the carry of an empty scan), the state dtype, whether a chunk may be
+  folded out of order (``commutative``);
+- the tuner (``tritonml_autotune.select.choose_scan``): the name and the bytes read and held per
+  element, passed as plain data (``element_bytes``);
+- autograd (tritonml/torch_ops/scan.py, recurrence.py): ``backward``, a plain function of torch
+  tensors that runs the scans it needs through the ``scan`` callable it is given (so gradients are
+  themselves differentiable, on tritonml's kernels);
+- distributed (tritonml/distributed/scan.py): ``fold``, the ``ReduceFunction`` that folds the shards'
+  totals into each rank's carry.
+
+None of these scans has a forward-mode (jvp) rule: the torch ops register backward formulas only.
+
+How to add a scan combine
+-------------------------
+1. Write its combine as a ``@triton.jit`` function of two scalars ``(tally, value)``, ``tally``
+   earlier in traversal order, in tritonml/kernels/combine.py (it must be associative; the
+   kernels never assume it commutes unless the record says ``commutative=True``).
+2. Add a ``ScanCombine`` record here: name, combine, identity, and where defined its ``backward``
+   and ``fold``. ``cumulative_scan(x, axis, RECORD)`` then runs it in every regime (rows,
+   columns, look-back, chunked), with ``initial``, ``exclusive``, ``reverse`` and
+   ``return_carry``; the tuner tunes it under its name.
+3. For a public torch op, add a ``_ScanOps(name, RECORD)`` in tritonml/torch_ops/scan.py and its
+   public function (the schema, fake kernels, vmap rules and autograd come from the record).
+4. Tests: the regimes and the oracle (tests/test_scan_custom_combine.py runs a record that is not
+   built in), and ``torch.autograd.gradcheck`` of the backward.
+A combine over a tuple state (several tensors scanned together) is a ``StateScan`` record, as
+``LINEAR_RECURRENCE``; a user's one-off combine needs no record (``tritonml.associative_scan``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+from ..core.dtypes import ACC_TORCH_DTYPE
+from ..kernels import combine as _combine
+from . import state_combine as _state_combine
+
+
+def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a scan of ``dtype`` carries its tally in (docs/semantics.md): float16 and
+    bfloat16 in float32, float32 in float64, integers in 64 bits of their signedness."""
+    return ACC_TORCH_DTYPE[dtype]
+
+
+@dataclass(frozen=True)
+class ScanCombine:
+    """A scan of one tensor under an associative combine.
+
+    ``fn``: a ``@triton.jit`` function of two scalars (tally, value), the kernels' flat form
+    (``SCAN_COMBINE``); ``identity``: its identity. ``state``: the form on one-component state
+    tuples (``COMBINE``), generated around ``fn`` when None (tritonml/launchers/state_combine.py).
+    ``commutative``: the chunked kernel may fold a chunk's tiles element by element first.
+    ``state_dtype(dtype)``: the torch dtype the tally of an input of ``dtype`` is held in.
+    ``backward(scan, x, output, initial, grad, axis, reverse, exclusive) -> (grad_x,
+    grad_initial)``: the gradient, torch tensors in and out (``initial`` and ``grad_initial`` None
+    without an initial), where ``scan(record, t, axis, reverse, exclusive)`` runs a
+    differentiable scan. ``fold``: the ``ReduceFunction`` name that folds totals across ranks.
+    """
+    name: str
+    fn: object
+    identity: object
+    state: object = None
+    commutative: bool = False
+    state_dtype: Callable = accumulation_dtype
+    backward: Optional[Callable] = None
+    fold: Optional[str] = None
+
+    def forms(self) -> tuple:
+        """``(COMBINE, SCAN_COMBINE)``: the state and flat forms the kernels take
+        (tritonml/kernels/scan.py). Sum and product keep Triton's own combine objects as their
+        flat form, which the interpreter runs through numpy."""
+        state = self.state if self.state is not None else _state_combine.scalar_adapter(self.fn)
+        return state, self.fn
+
+    def element_bytes(self, dtype: torch.dtype) -> tuple:
+        """``(bytes read, bytes of state)`` per element of ``dtype``: what the tuner sizes by."""
+        return dtype.itemsize, self.state_dtype(dtype).itemsize
+
+
+@dataclass(frozen=True)
+class StateScan:
+    """A scan of a tuple state (one component per input tensor) under ``fn``, a ``@triton.jit``
+    combine of two state tuples (as ``tritonml.associative_scan`` takes). ``identity``: one value
+    per component; ``stored``: per component, whether it is an output; ``backward``: as
+    ``ScanCombine``'s, in the terms of the operator's inputs (see ``LINEAR_RECURRENCE``)."""
+    name: str
+    fn: object
+    identity: tuple
+    stored: tuple
+    backward: Optional[Callable] = None
+
+
+# ---------------------------------------------------------------------------------------------
+# Gradients (torch tensors; ``scan`` runs a differentiable scan on tritonml's kernels)
+# ---------------------------------------------------------------------------------------------
+def _sum_backward(scan, x, output, initial, grad, axis, reverse, exclusive):
+    # Each output is a sum of the inputs before it in traversal order, so each input receives
+    # the sum of the gradients after it: the same scan in the other direction. Every output
+    # holds the initial once, so it receives the sum of all of them.
+    grad_x = scan(SUM, grad, axis, not reverse, exclusive)
+    grad_initial = None
+    if initial is not None:
+        grad_initial = grad.sum(axis) if grad.dim() else grad
+    return grad_x, grad_initial
+
+
+def shift_later(grad, axis: int, reverse: bool):
+    """grad[i] <- grad[i + 1] in traversal order, the last position 0."""
+    if grad.dim() == 0:   # a 0-d tensor acts as shape [1]: its one position is the last
+        return torch.zeros_like(grad)
+    n = grad.shape[axis]
+    if n == 0:
+        return grad
+    zero = torch.zeros_like(grad.narrow(axis, 0, 1))
+    if reverse:
+        return torch.cat([zero, grad.narrow(axis, 0, n - 1)], axis)
+    return torch.cat([grad.narrow(axis, 1, n - 1), zero], axis)
+
+
+def _inclusive_product_grad(scan, x, inclusive, grad, axis: int, reverse: bool):
+    """The gradient in x of an inclusive product ``inclusive`` of x, for ``grad``.
+
+    d y_i / d x_j = prod_{k <= i, k != j} x_k (traversal order), correct with zeros. Before the
+    first zero of a scan, the gradient is sum_{i >= j} grad_i y_i / x_j; at the first zero,
+    sum_{i >= j} grad_i y'_i with y' the product that skips that zero; after it, 0 (every product
+    holds the zero).
+    """
+    is_zero = x == 0
+    zeros_before = scan(SUM, is_zero.to(torch.int32), axis, reverse, True)
+    before_zero = (zeros_before == 0) & ~is_zero
+    first_zero = (zeros_before == 0) & is_zero
+    later_sums = scan(SUM, grad * inclusive, axis, not reverse, False)
+    skipping_zero = scan(PRODUCT, torch.where(first_zero, torch.ones_like(x), x), axis, reverse,
+                         False)
+    at_zero = scan(SUM, grad * skipping_zero, axis, not reverse, False)
+    safe_x = torch.where(before_zero, x, torch.ones_like(x))
+    return torch.where(before_zero, later_sums / safe_x,
+                       torch.where(first_zero, at_zero, torch.zeros_like(x)))
+
+
+def _product_backward(scan, x, output, initial, grad, axis, reverse, exclusive):
+    """An exclusive product is the inclusive one shifted a step, so its gradient is the inclusive
+    gradient of the shifted ``grad``. With an initial, the scan is the inclusive product of
+    ``z``, x with the initial put first in traversal order: its outputs are z's inclusive products
+    after the initial's (inclusive) or up to the last element's (exclusive), so the gradient is
+    z's inclusive gradient for ``grad`` padded with a 0 on the other side, split back."""
+    if initial is None:
+        if exclusive:
+            grad = shift_later(grad, axis, reverse)
+            inclusive = scan(PRODUCT, x, axis, reverse, False)
+        else:
+            inclusive = output
+        return _inclusive_product_grad(scan, x, inclusive, grad, axis, reverse), None
+    scalar = x.dim() == 0
+    if scalar:  # a 0-d x acts as shape [1]
+        x, grad = x.unsqueeze(0), grad.unsqueeze(0)
+    n = x.shape[axis]
+    first = initial.unsqueeze(axis)
+    z = torch.cat([x, first], axis) if reverse else torch.cat([first, x], axis)
+    zero = torch.zeros_like(first)
+    # zero where z's product holds no output: the initial's own (inclusive) or the last (exclusive)
+    padded = torch.cat([grad, zero], axis) if exclusive != reverse else \
+        torch.cat([zero, grad], axis)
+    inclusive = scan(PRODUCT, z, axis, reverse, False)
+    grad_z = _inclusive_product_grad(scan, z, inclusive, padded, axis, reverse)
+    grad_x = grad_z.narrow(axis, 0 if reverse else 1, n)
+    grad_initial = grad_z.narrow(axis, n if reverse else 0, 1).squeeze(axis)
+    return grad_x.squeeze(0) if scalar else grad_x, grad_initial
+
+
+def _shift_earlier(h, initial, axis: int, reverse: bool):
+    """h[t] <- h[t - 1] in traversal order, the first position ``initial`` (or 0)."""
+    n = h.shape[axis]
+    first = (initial.unsqueeze(axis) if initial is not None
+             else torch.zeros_like(h.narrow(axis, 0, min(n, 1))))
+    if n == 0:
+        return h
+    if reverse:
+        return torch.cat([h.narrow(axis, 1, n - 1), first.expand_as(h.narrow(axis, 0, 1))], axis)
+    return torch.cat([first.expand_as(h.narrow(axis, 0, 1)), h.narrow(axis, 0, n - 1)], axis)
+
+
+def _recurrence_backward(recurrence, gates, output, initial, grad, axis, reverse):
+    """The gradient of h = linear_recurrence(gates, tokens, initial) as ``(grad_gates,
+    grad_tokens, grad_initial)``: the same recurrence run the other way with the gates shifted
+    one step (Martin & Cundy, "Parallelizing linear recurrent neural nets over sequence length",
+    ICLR 2018); ``recurrence(gates, tokens, axis, reverse, initial)`` runs it differentiably."""
+    scalar = gates.dim() == 0
+    if scalar:  # a 0-d sequence acts as shape [1]
+        gates, output, grad = gates.unsqueeze(0), output.unsqueeze(0), grad.unsqueeze(0)
+    grad_h = recurrence(shift_later(gates, axis, reverse), grad, axis, not reverse, None)
+    grad_gates = grad_h * _shift_earlier(output, initial, axis, reverse)
+    grad_initial = None
+    if initial is not None:
+        n = gates.shape[axis]
+        if n == 0:
+            grad_initial = torch.zeros_like(initial)
+        else:
+            first = n - 1 if reverse else 0
+            grad_initial = (gates.select(axis, first) * grad_h.select(axis, first))
+    if scalar:
+        grad_h, grad_gates = grad_h.squeeze(0), grad_gates.squeeze(0)
+    return grad_gates, grad_h, grad_initial
+
+
+# ---------------------------------------------------------------------------------------------
+# The records
+# ---------------------------------------------------------------------------------------------
+SUM = ScanCombine("sum", _combine.add, 0, state=_combine.add_state, commutative=True,
+                  backward=_sum_backward, fold="SUM")
+PRODUCT = ScanCombine("product", _combine.mul, 1, state=_combine.mul_state, commutative=True,
+                      backward=_product_backward, fold="MULTIPLY")
+# h[t] = gates[t] * h[t-1] + tokens[t]: the state (a, b) is the affine map h -> a * h + b, and
+# composing maps is associative (not commutative); only b, h itself, is stored.
+LINEAR_RECURRENCE = StateScan("linear_recurrence", _combine.compose_affine, (1, 0),
+                              stored=(False, True), backward=_recurrence_backward)
