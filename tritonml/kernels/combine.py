@@ -23,19 +23,6 @@ add = _triton_compat.sum_combine
 # Product: exact modulo 2**bits for integers, IEEE multiplication for floats.
 mul = _triton_compat.prod_combine
 
-# The scan kernels' state form of the two (tritonml/kernels/scan.py: ``COMBINE`` takes and returns
-# tuples of components); their ``SCAN_COMBINE`` stays ``add``/``mul`` themselves. Written out
-# rather than calling them: every nested jit call costs the interpreter a language patch.
-@triton.jit
-def add_state(a, b):
-    return (a[0] + b[0],)
-
-
-@triton.jit
-def mul_state(a, b):
-    return (a[0] * b[0],)
-
-
 @triton.jit
 def compose_affine(earlier, later):
     """``tritonml.linear_recurrence``'s state: ``(a, b)`` is the affine map h -> a * h + b, and
@@ -173,6 +160,9 @@ def value_and_unit_sum(xs, index):
 
 
 # --- merge (elementwise, associative) ------------------------------------------------------
+# add_values and mul_values are also the scan kernels' state form of ``add``/``mul``
+# (tritonml/kernels/scan.py: ``COMBINE`` takes and returns tuples of components), written out
+# rather than calling them: every nested jit call costs the interpreter a language patch.
 @triton.jit
 def add_values(s, t):
     """Sum. Floats: IEEE addition (NaN propagates, inf - inf is NaN). Integers: modulo 2**64 in the

@@ -17,10 +17,10 @@ from typing import Optional
 import torch
 
 from tritonml_autotune import devices, select
+from tritonml_autotune.configs import ReduceConfig
 
 from ..core import checks as _checks
 from ..runtime import plan as _plan
-from tritonml_autotune.configs import ReduceConfig
 from ..core.dtypes import TORCH_DTYPE, dtype_name
 from ..core.shapes import reduced_shape, strides_over_input
 from ..core.layout import ReduceLayout, reduce_layout

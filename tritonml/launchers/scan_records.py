@@ -217,9 +217,9 @@ def _recurrence_backward(recurrence, gates, output, initial, grad, axis, reverse
 # ---------------------------------------------------------------------------------------------
 # The records
 # ---------------------------------------------------------------------------------------------
-SUM = ScanCombine("sum", _combine.add, 0, state=_combine.add_state, commutative=True,
+SUM = ScanCombine("sum", _combine.add, 0, state=_combine.add_values, commutative=True,
                   backward=_sum_backward, fold="SUM")
-PRODUCT = ScanCombine("product", _combine.mul, 1, state=_combine.mul_state, commutative=True,
+PRODUCT = ScanCombine("product", _combine.mul, 1, state=_combine.mul_values, commutative=True,
                       backward=_product_backward, fold="MULTIPLY")
 # h[t] = gates[t] * h[t-1] + tokens[t]: the state (a, b) is the affine map h -> a * h + b, and
 # composing maps is associative (not commutative); only b, h itself, is stored.

@@ -13,9 +13,10 @@ from typing import Optional
 
 import torch
 
+from tritonml_autotune.configs import ReduceConfig
+
 from ..core import checks as _checks
 from ..core.shapes import reduced_shape
-from tritonml_autotune.configs import ReduceConfig
 from ..launchers.reduce_with import Reduction, reduce_with_axes
 from . import dtensor as _dtensor
 
