@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from tritonml_autotune import cache, compiled, devices, engine, select, shipped
+import tritonml_autotune
+from tritonml_autotune import devices, select
 from tritonml_autotune.devices import TARGET_ENV, Device
 from tritonml_autotune.engine import set_timing, timing
 
@@ -31,13 +32,8 @@ __all__ = ["Device", "TARGET_ENV", "current", "device", "forget", "set_timing", 
 
 # The tuner (importable without tritonml) keeps its own caches; tritonml registers them, so
 # ``tritonml.runtime.clear()`` forgets the tuner's answers along with the plans built from them.
-_caches.register("tuner.select.answers", select._memo, lock=select._memo_lock)
-_caches.register("tuner.select.cuda_facts", select._cuda_facts)
-_caches.register("tuner.select.version", select.version)
-_caches.register("tuner.shipped.tables", shipped._entries)
-_caches.register("tuner.compiled.usage", compiled._table)
-_caches.register("tuner.engine.versions", engine._dist_version)
-_caches.register("tuner.cache.files", cache._default, lock=cache._default_lock)
+for _name, _cache, _lock in tritonml_autotune.caches():
+    _caches.register(f"tuner.{_name}", _cache, lock=_lock)
 
 
 def forget() -> None:

@@ -194,31 +194,36 @@ def min_values(s, t):
 
 
 @triton.jit
-def argmax_values(s, t):
-    """(value, index) of the larger value. Ties: the smaller index (first occurrence). NaN is larger
-    than every number; between NaNs the smaller index wins (the first NaN, as torch.argmax)."""
+def _arg_merge(s, t, LARGEST: tl.constexpr):
+    """(value, index) of the larger (``LARGEST``) or smaller value; ties: the smaller index; a NaN
+    beats every number, and between NaNs the smaller index wins. Inlined into each caller with its
+    direction fixed, so each compiles as if written out."""
     v = s[0]
     a = s[1]
     w = t[0]
     b = t[1]
     v_nan = v != v
     w_nan = w != w
-    take = (w > v) | ((w == v) & (b < a)) | (w_nan & (~v_nan | (b < a)))
+    if LARGEST:
+        better = w > v
+    else:
+        better = w < v
+    take = better | ((w == v) & (b < a)) | (w_nan & (~v_nan | (b < a)))
     return tl.where(take, w, v), tl.where(take, b, a)
+
+
+@triton.jit
+def argmax_values(s, t):
+    """(value, index) of the larger value. Ties: the smaller index (first occurrence). NaN is larger
+    than every number; between NaNs the smaller index wins (the first NaN, as torch.argmax)."""
+    return _arg_merge(s, t, True)
 
 
 @triton.jit
 def argmin_values(s, t):
     """(value, index) of the smaller value. Ties and NaN as ``argmax_values``: NaN wins, first
     index among equals."""
-    v = s[0]
-    a = s[1]
-    w = t[0]
-    b = t[1]
-    v_nan = v != v
-    w_nan = w != w
-    take = (w < v) | ((w == v) & (b < a)) | (w_nan & (~v_nan | (b < a)))
-    return tl.where(take, w, v), tl.where(take, b, a)
+    return _arg_merge(s, t, False)
 
 
 @triton.jit
