@@ -1,7 +1,7 @@
 """`tritonml run` / `tritonml validate`: round trips through real .npy files, against numpy.
 
-Most tests go through ``tritonml.cli.main`` (the console command's entry point, which mounts
-``tritonml.dml.cli.add_subcommands``); one runs the real console command in a subprocess.
+Most tests go through ``tritonml.cli.main`` (the console command's entry point, which hands
+``run`` / ``validate`` to ``tritonml.dml.cli``); one runs the real console command in a subprocess.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The ``tritonml`` command's handlers: ``demo``, ``info``, ``tune`` and ``bench`` (the descriptor
-commands ``run``/``validate`` are in ``_dml_cli``). The parser and ``main`` live in the top-level
-module ``tritonml_cli``, which answers ``--version`` and ``--help`` without importing this package
-(and so torch); they are re-exported here.
+commands ``run``/``validate`` are in ``tritonml.dml.cli``). The parser and ``main`` live in the
+top-level module ``tritonml_cli``, which answers ``--version`` and ``--help`` without importing
+this package (and so torch); they are re-exported here.
 """
 from __future__ import annotations
 

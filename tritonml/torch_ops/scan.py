@@ -71,7 +71,7 @@ class _ScanOps:
     def __call__(self, x, axis, reverse, exclusive, initial: Optional[torch.Tensor],
                  out: Optional[torch.Tensor], return_carry: bool = False):
         """The public function: normalize what the schema types, then call one op (or, in plain
-        eager code, the launcher the op would call: ``_define.direct_call_allowed``)."""
+        eager code, the launcher the op would call: ``define.direct_call_allowed``)."""
         if _checks.check_bool("return_carry", return_carry):
             if _dtensor.any_dtensor((x, initial, out)):
                 raise NotImplementedError("return_carry: not supported for DTensor inputs; scan "
