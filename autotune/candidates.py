@@ -1,8 +1,8 @@
 """The configs timing or the cost model chooses among, per regime, built around the heuristics'.
 
 Lists stay short (at most ``MAX_CANDIDATES``): every candidate is compiled when it is timed. The
-heuristics' config (``heuristics.py``) always comes first, so it wins ties and is always among
-them. Configs are plain dicts of ``tritonml_autotune.configs.ScanConfig``/``ReduceConfig`` fields; tiles
+heuristics' config (``heuristics.py``) always comes first, so it wins ties and is always among them.
+Configs are plain dicts of ``tritonml_autotune.configs.ScanConfig``/``ReduceConfig`` fields; tiles
 stay inside the GPU tile limits of ``spaces.py``, warps follow the heuristics' rule
 (``compiled.scan_warps``/``reduce_warps``).
 """

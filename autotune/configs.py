@@ -1,7 +1,8 @@
 """Launch configurations: what a launcher needs to know to launch a kernel, nothing more.
 
 A config comes from the heuristics in ``autotune/`` (importable as ``tritonml_autotune``) or from
-the caller (``config=`` on the launchers in ``tritonml.launchers``), so a tuned choice can be passed in.
+the caller (``config=`` on the launchers in ``tritonml.launchers``), so a tuned choice can be passed
+in.
 """
 from __future__ import annotations
 

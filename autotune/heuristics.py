@@ -148,7 +148,7 @@ def _split_pays(elements: int, chains: int, split_programs: int, sms: int) -> bo
 
 
 def reduce_config(layout, device_type: str, device=None) -> ReduceConfig:
-    """Pick regime and tile for a reduction over ``layout`` (a ``tritonml.launchers.reduce.ReduceLayout``).
+    """Pick regime and tile for a reduction over ``layout`` (a ``tritonml.core.layout.ReduceLayout``).
 
     The tile covers the contiguous side first: along the reduced positions when they are where the
     memory runs ("rows"), else along the inner kept dim ("columns"); the rest of the element budget

@@ -10,9 +10,10 @@
 
 The cost model (``tritonml_autotune.compiled``) reads the JSON instead of compiling at run time:
 compiling one launch takes ptxas about a second, too slow for a config choice. Each entry is one
-launch recorded with a forced config (``tritonml.runtime.trace.record(execute=False)``) and compiled for
-both archs by ``tritonml/bench/gpu_compile.py`` (compiled Triton in worker processes, one per core).
-A tool of the repository, not part of either installed package: it imports tritonml and the tuner.
+launch recorded with a forced config (``tritonml.runtime.trace.record(execute=False)``) and compiled
+for both archs by ``tritonml/bench/gpu_compile.py`` (compiled Triton in worker processes, one per
+core). A tool of the repository, not part of either installed package: it imports tritonml and the
+tuner.
 """
 from __future__ import annotations
 

@@ -13,11 +13,11 @@ On the CPU the kernels run in the interpreter and the numbers mean nothing, unle
 
     python -m benchmarks.host_overhead --stub-launch
 
-times, on a machine without a GPU, the host path a warm call takes on one: the launchers' plans,
-the prepared launches (``tritonml.runtime.relaunch.PreparedLaunch``: argument keys, binding) up to
-the compiled kernel's own C launcher, which is replaced by a no-op along with the driver's device and
-stream queries. It is our Python time from the public function to the kernel launch, what the
-20 us budget (docs/tuning.md) is about; the driver's launch itself (a few us) is not in it.
+times, on a machine without a GPU, the host path a warm call takes on one: the launchers' plans, the
+prepared launches (``tritonml.runtime.relaunch.PreparedLaunch``: argument keys, binding) up to the
+compiled kernel's own C launcher, which is replaced by a no-op along with the driver's device and
+stream queries. It is our Python time from the public function to the kernel launch, what the 20 us
+budget (docs/tuning.md) is about; the driver's launch itself (a few us) is not in it.
 """
 from __future__ import annotations
 

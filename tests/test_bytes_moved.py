@@ -1,9 +1,9 @@
 """Every regime reads its input once and writes its output once: bytes moved <= 1.05 x ideal.
 
-Bytes are counted in Triton's interpreter by ``tritonml/bench/memtrace.py`` (mask-true lanes of every
-load, store and atomic, times the element size, plus torch-side fills). The ideal is computed here,
-from shapes and dtypes alone: input bytes + output bytes. The instrument itself is checked first
-on kernels whose traffic is known by construction.
+Bytes are counted in Triton's interpreter by ``tritonml/bench/memtrace.py`` (mask-true lanes of
+every load, store and atomic, times the element size, plus torch-side fills). The ideal is computed
+here, from shapes and dtypes alone: input bytes + output bytes. The instrument itself is checked
+first on kernels whose traffic is known by construction.
 """
 from __future__ import annotations
 
@@ -99,8 +99,8 @@ def test_memtrace_restores_the_interpreter():
 # ---------------------------------------------------------------------------------------------
 # name: (shape, axis, config or None for what the heuristics choose for CUDA, dtypes). Launches
 # expected per regime: 1 kernel and no memset (the look-back's status words are a resident
-# workspace, tritonml/runtime/resident.py). float16 where the workspace, kept in float32, weighs most
-# against the data.
+# workspace, tritonml/runtime/resident.py). float16 where the workspace, kept in float32, weighs
+# most against the data.
 SCAN_LAUNCHES = {"rows": (1, 0), "columns": (1, 0), "lookback": (1, 0), "chunked": (1, 0)}
 F32, F16 = torch.float32, torch.float16
 SCAN_CASES = {

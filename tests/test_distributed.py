@@ -2,12 +2,12 @@
 plain shards and DTensors, against the single-process oracles on the whole tensor.
 
 Spawning is the expensive part, so a few process groups run many checks each: the ranks are
-subprocesses running ``_worker`` of this module (``python -c``), with a free port on 127.0.0.1.
-Each rank pickles what it computed (its shards' results, the errors it raised, the bytes it
-moved); the checks run here, in the parent, against numpy float64 / exact integers
+subprocesses running ``_worker`` of this module (``python -c``), with a free port on 127.0.0.1. Each
+rank pickles what it computed (its shards' results, the errors it raised, the bytes it moved); the
+checks run here, in the parent, against numpy float64 / exact integers
 (``benchmarks/scan_oracle.py``, ``benchmarks/reduce_oracle.py``) on the whole tensor, which every
-rank and the parent build from the same seeds. Every rank runs its cases twice: the two runs must agree bit
-for bit, and a reduction over the sharded axis must give the same bits on every rank.
+rank and the parent build from the same seeds. Every rank runs its cases twice: the two runs must
+agree bit for bit, and a reduction over the sharded axis must give the same bits on every rank.
 """
 from __future__ import annotations
 

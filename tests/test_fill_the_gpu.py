@@ -1,13 +1,13 @@
 """Reductions chosen for a GPU keep its SMs busy: checked on recorded launches, with the time model.
 
 Under ``tritonml.tuning.target(...)`` the launches a GPU would run are recorded without running
-(``tritonml.runtime.trace.record(execute=False)``). For each: at most 2 launches; the launch that reads the
-input has at least one program per SM when the input has >= 2**20 elements; bytes moved (counted
-from the config, see ``analytic_bytes``) <= 1.05 x (input + output); modeled time
+(``tritonml.runtime.trace.record(execute=False)``). For each: at most 2 launches; the launch that
+reads the input has at least one program per SM when the input has >= 2**20 elements; bytes moved
+(counted from the config, see ``analytic_bytes``) <= 1.05 x (input + output); modeled time
 (``autotune/model.py``) <= 1.25 x one ideal launch. The byte count is checked against the
 interpreter's count (``tritonml/bench/memtrace.py``) on small shapes, and the configs the heuristic
-picks for the large shapes are run, forced on smaller shapes of the same regime, against the
-numpy oracle.
+picks for the large shapes are run, forced on smaller shapes of the same regime, against the numpy
+oracle.
 """
 from __future__ import annotations
 

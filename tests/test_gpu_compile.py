@@ -2,13 +2,13 @@
 needed), and the compiled code is what the design says: 128-bit global accesses for aligned
 contiguous float32 data, no spills.
 
-One subprocess per core runs compiled Triton (``tritonml/bench/gpu_compile.py``); the cases come from
-tests/gpu_compile_cases.py: regime (rows, columns, look-back, the tuner's taller look-back tile) x
-dtype x direction x exclusive = 192 launches per arch, plus the ``initial=`` carry-in's
+One subprocess per core runs compiled Triton (``tritonml/bench/gpu_compile.py``); the cases come
+from tests/gpu_compile_cases.py: regime (rows, columns, look-back, the tuner's taller look-back
+tile) x dtype x direction x exclusive = 192 launches per arch, plus the ``initial=`` carry-in's
 (HAS_INITIAL) launches for float32 and int32 in every regime (32 per arch). The chunked regime's
 tiles (the tuner's, ``gpu_compile_cases.CHUNKED_TILES``) are compiled apart: sums in every dtype
-class, both directions, inclusive and exclusive, initial and carry, products and tuple states
-(108 launches per arch).
+class, both directions, inclusive and exclusive, initial and carry, products and tuple states (108
+launches per arch).
 """
 from __future__ import annotations
 

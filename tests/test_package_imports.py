@@ -41,7 +41,8 @@ def test_every_subpackage_is_installed():
     """pyproject.toml lists the packages a wheel holds; an editable install finds unlisted ones
     anyway, so a forgotten folder would only break for users who install the wheel."""
     pyproject = (PACKAGE.parent / "pyproject.toml").read_text()
-    listed = set(re.findall(r'"([\w.]+)"', re.search(r"^packages = \[(.*)\]$", pyproject, re.M).group(1)))
+    packages = re.search(r"^packages = \[(.*)\]$", pyproject, re.M).group(1)
+    listed = set(re.findall(r'"([\w.]+)"', packages))
     folders = {".".join(path.parent.relative_to(PACKAGE.parent).parts)
                for path in PACKAGE.rglob("__init__.py")}
     assert folders <= listed, f"add to pyproject.toml's packages: {sorted(folders - listed)}"

@@ -1,10 +1,10 @@
 """Every reduce kernel specialization the launcher can choose compiles for sm_80 and sm_90.
 
-Launches are recorded without running (``tritonml.runtime.trace.record(execute=False)``) with the configs
-the CUDA heuristics pick, over regime x dtype x function group, plus the layouts that change the
-code (several reduced dims, 64-bit indexing); a compiled-mode subprocess compiles each distinct
-specialization (``tritonml/bench/gpu_compile.py``, one process per core) and reads the PTX. No GPU is
-needed.
+Launches are recorded without running (``tritonml.runtime.trace.record(execute=False)``) with the
+configs the CUDA heuristics pick, over regime x dtype x function group, plus the layouts that change
+the code (several reduced dims, 64-bit indexing); a compiled-mode subprocess compiles each distinct
+specialization (``tritonml/bench/gpu_compile.py``, one process per core) and reads the PTX. No GPU
+is needed.
 """
 from __future__ import annotations
 

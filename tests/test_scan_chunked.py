@@ -3,12 +3,13 @@ then scan, in chunks of tiles, with one windowed look-back per group of chunks.
 
 Every result is compared with an independent oracle: numpy in float64 or exact integers
 (benchmarks/scan_oracle.py), or sequential Python loops over the recurrence
-(test_associative_scan.py's ``oracle``, exact Python numbers), never with tritonml. Tiles, chunks and windows are forced small
-(4 to 16 rows, 1 to 3 tiles a chunk, 2 to 4 chunks a group) so that inputs of a few hundred
-elements cross many chunks and several groups, with lengths that are multiples of nothing; the
-launch's grid is checked to be what the config asks (one program per chunk). The kernel's
-memory-order machinery (tickets, status words, polls) is observed through Triton's interpreter:
-the programs' order, the status words they poll and the round trips each program makes.
+(test_associative_scan.py's ``oracle``, exact Python numbers), never with tritonml. Tiles, chunks
+and windows are forced small (4 to 16 rows, 1 to 3 tiles a chunk, 2 to 4 chunks a group) so that
+inputs of a few hundred elements cross many chunks and several groups, with lengths that are
+multiples of nothing; the launch's grid is checked to be what the config asks (one program per
+chunk). The kernel's memory-order machinery (tickets, status words, polls) is observed through
+Triton's interpreter: the programs' order, the status words they poll and the round trips each
+program makes.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from tritonml_autotune.configs import ScanConfig
 from tritonml.core.dtypes import ACC_TORCH_DTYPE, SUPPORTED_DTYPES
 from tritonml.kernels.combine import compose_affine
 from tritonml.runtime import resident as _resident
-from tritonml.launchers.scan import PRODUCT, SUM, associative_scan_states, cumulative_scan, scan_work
+from tritonml.launchers.scan import (PRODUCT, SUM, associative_scan_states, cumulative_scan,
+                                     scan_work)
 from tritonml_autotune import select
 
 from tests.lookback_knob import prefix_every

@@ -3,7 +3,8 @@
 CUDA tensors run compiled Triton; CPU tensors run the same kernels through Triton's interpreter
 (chosen at import, see ``tritonml.core.backend``).
 """
-from .core import backend as _backend  # first: chooses compiled or interpreted Triton before triton is imported
+# first: chooses compiled or interpreted Triton before triton is imported
+from .core import backend as _backend
 
 from .core.reduce_function import ReduceFunction
 from .torch_ops.reduce import reduce

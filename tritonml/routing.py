@@ -487,7 +487,8 @@ def _plan(route: Route, inplace: bool, args, kwargs) -> _Plan | None:
         return None
     result_dtype = torch.int64 if route.indices else compute
     keepdim = arguments.get("keepdim", False)
-    shape = tuple(x.shape) if route.scan else reduced_shape(x.shape, None if dims is ALL else dims, keepdim)
+    shape = (tuple(x.shape) if route.scan
+             else reduced_shape(x.shape, None if dims is ALL else dims, keepdim))
 
     if out is not None:
         if out.dtype != result_dtype or tuple(out.shape) != shape:

@@ -1,11 +1,11 @@
 """Compile recorded launches for real GPUs without a GPU, and read what they became.
 
-Triton can compile for a target it is not running on. A launch recorded by ``tritonml.runtime.trace``
-(usually with ``execute=False``) is turned into a JSON description (``describe``); a process
-running compiled Triton (``TRITON_INTERPRET=0``; CUDA is not needed) replays the runtime's own
-argument specialization (integer and alignment specialization, constexprs) and compiles it for
-each target (``compile_description``), then reads the PTX and cubin: global load/store vector
-widths, registers and spills (``summarize``).
+Triton can compile for a target it is not running on. A launch recorded by
+``tritonml.runtime.trace`` (usually with ``execute=False``) is turned into a JSON description
+(``describe``); a process running compiled Triton (``TRITON_INTERPRET=0``; CUDA is not needed)
+replays the runtime's own argument specialization (integer and alignment specialization, constexprs)
+and compiles it for each target (``compile_description``), then reads the PTX and cubin: global
+load/store vector widths, registers and spills (``summarize``).
 
 Run as ``python -m tritonml.bench.gpu_compile < launches.json`` to print a JSON summary per launch
 and target; ``tritonml bench``, the tests and benchmarks/ do that through ``compile_in_subprocess``,

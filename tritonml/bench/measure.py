@@ -8,8 +8,8 @@
   launch overhead each), fed the counted (bytes, programs) of every launch; compared with
   ``model.ideal_seconds`` (the ideal bytes in one launch at full bandwidth). Modeled, not measured.
 - ``describe_launches`` / ``compile_facts``: the launches recorded without running
-  (``tritonml.runtime.trace.record(execute=False)``) and compiled for sm_90 in a compiled-mode subprocess
-  (``gpu_compile``): widest global load and store, registers, spills.
+  (``tritonml.runtime.trace.record(execute=False)``) and compiled for sm_90 in a compiled-mode
+  subprocess (``gpu_compile``): widest global load and store, registers, spills.
 """
 from __future__ import annotations
 

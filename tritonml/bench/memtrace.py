@@ -12,8 +12,8 @@ keeps the private details and the Triton versions they were checked against). La
 bytes per kernel, and torch operations that the interpreter itself performs to stage arguments are
 not counted.
 
-Independent of tritonml's internals except those hooks and ``tritonml.runtime.trace.record()``, whose
-launch record is kept (``MemTrace.recorded``) to cross-check the launches the interpreter ran
+Independent of tritonml's internals except those hooks and ``tritonml.runtime.trace.record()``,
+whose launch record is kept (``MemTrace.recorded``) to cross-check the launches the interpreter ran
 (``MemTrace.unrecorded_kernels``).
 
 Usage::
@@ -31,7 +31,8 @@ from typing import Dict, List, Optional
 import numpy as np
 import torch
 
-from ..core import backend  # noqa: F401  (first: chooses interpreted Triton before triton is imported)
+# first: chooses interpreted Triton before triton is imported
+from ..core import backend  # noqa: F401
 from ..runtime import trace as _trace
 from ..core import triton_compat as _triton_compat
 from ..core.checks import byte_span
@@ -111,7 +112,8 @@ class MemTrace:
     track_distinct: bool = True
     kernels: List[KernelLaunch] = field(default_factory=list)
     torch_work: List[TorchWork] = field(default_factory=list)
-    recorded: list = field(default_factory=list)   # tritonml.runtime.trace launches (kernel, grid, args)
+    # tritonml.runtime.trace launches (kernel, grid, args)
+    recorded: list = field(default_factory=list)
     _addresses: Dict[tuple, list] = field(default_factory=dict)  # (region, kind) -> [addr arrays]
     _current: Optional[KernelLaunch] = None
 

@@ -13,8 +13,8 @@ differently:
   (``benchmarks/scan_oracle.py``).
 - ``acc_roundoff``: the unit roundoff of the type the dtype accumulates in (``ACC_DTYPE`` in
   ``tritonml/core/dtypes.py``), from which ``benchmarks/scan_oracle.accumulation_allowance``
-  builds the allowance: a running sum's error is relative to the running sum of ``|x|``, not to the (possibly
-  cancelled) result.
+  builds the allowance: a running sum's error is relative to the running sum of ``|x|``, not to the
+  (possibly cancelled) result.
 - ``rtol``, ``atol``: reductions (``benchmarks/reduce_oracle.py``), DirectML execution
   (``tests/dml_helpers.py``) and the benchmarks' checks compare
   ``|got - want| <= atol + rtol * |want|``. ``atol`` is the floor for results that cancel to near

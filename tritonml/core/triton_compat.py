@@ -25,7 +25,8 @@ import contextlib
 import importlib
 import inspect
 
-from . import backend as _backend  # first: chooses compiled or interpreted Triton before triton is imported
+# first: chooses compiled or interpreted Triton before triton is imported
+from . import backend as _backend
 
 import triton.language as tl
 from triton import knobs
@@ -288,8 +289,8 @@ def run_compiled(compiled, grid: tuple, device, bound: tuple) -> None:
 # float32 -> bfloat16 truncates toward zero (the GPU rounds to nearest even), a conversion from any
 # other type reinterprets the converted integer as bits (2.625 from float64 becomes 1.8e-40), and
 # arithmetic on bfloat16 operands computes on the bit patterns. ``InterpreterBuilder``'s casts and
-# elementwise operations are wrapped so that bfloat16 operands are computed on as float32 values
-# and results rounded once to nearest even (``tritonml/core/bfloat16.py``), as torch and the compiled
+# elementwise operations are wrapped so that bfloat16 operands are computed on as float32 values and
+# results rounded once to nearest even (``tritonml/core/bfloat16.py``), as torch and the compiled
 # kernels do. Installed at import when tritonml interprets; every other type is left to Triton.
 # Checked: 3.8.0, 3.9.0 (``triton/runtime/interpreter.py``: InterpreterBuilder.cast_impl,
 # create_fp_to_fp, binary_op, unary_op, ternary_op, create_fma, create_rsqrt, create_erf).

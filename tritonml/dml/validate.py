@@ -82,8 +82,9 @@ def first_overlapping_dim(sizes: Sequence[int], strides: Sequence[int]) -> Optio
     """The first dimension (innermost first) whose elements land on memory that other indices
     address too, or None when every index has its own element.
 
-    The walk of ``tritonml.core.checks.has_internal_overlap``, on sizes and strides instead of a tensor
-    (a desc has no tensor yet), returning the dimension so that the problem can name its stride.
+    The walk of ``tritonml.core.checks.has_internal_overlap``, on sizes and strides instead of a
+    tensor (a desc has no tensor yet), returning the dimension so that the problem can name its
+    stride.
     """
     dims = sorted((st, s, i) for i, (s, st) in enumerate(zip(sizes, strides)) if s > 1)
     reach = 1  # elements spanned by the dimensions already placed, innermost first

@@ -1,2 +1,4 @@
-"""``@triton.jit`` code only: no torch, no launch logic. See tritonml/launchers for the launchers."""
-from ..core import backend as _backend  # noqa: F401  (the backend must be chosen before triton is imported)
+"""``@triton.jit`` code only: no torch, no launch logic. See tritonml/launchers for the
+launchers."""
+# the backend must be chosen before triton is imported
+from ..core import backend as _backend  # noqa: F401

@@ -7,8 +7,8 @@ so non-commutative combines work in both directions.
 Why ``add``/``mul`` are Triton's own objects: Triton's interpreter recognizes its standard combine
 functions by identity and runs them through numpy (``np.cumsum``, ``np.sum``), one call per tile;
 any other combine goes through ``scan_along``/``reduce_along``'s whole-tile path (log2 of the tile
-length calls, tritonml/core/triton_compat.py). Using Triton's objects keeps CPU runs fastest and changes
-nothing on the GPU.
+length calls, tritonml/core/triton_compat.py). Using Triton's objects keeps CPU runs fastest and
+changes nothing on the GPU.
 """
 from __future__ import annotations
 

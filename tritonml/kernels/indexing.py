@@ -1,8 +1,8 @@
 """Address arithmetic shared by the kernels: a program's index to element offsets.
 
-Sizes and strides arrive as tuples (see ``tritonml.core.layout``), outermost first, padded with size-1
-/ stride-0 entries; Triton specializes integer arguments equal to 1 into constants, so padding
-costs nothing in compiled code.
+Sizes and strides arrive as tuples (see ``tritonml.core.layout``), outermost first, padded with
+size-1 / stride-0 entries; Triton specializes integer arguments equal to 1 into constants, so
+padding costs nothing in compiled code.
 """
 from ..core import backend as _backend  # noqa: F401
 

@@ -20,12 +20,12 @@ lane, BLOCK_AXIS times shorter than the axis), and folds the lanes once at the e
 - "rows" (the reduced memory is the contiguous one): a tall tile, loads coalesce along dim 0.
 - "columns" (a kept dim is contiguous): a wide tile, loads coalesce along the inner dim.
 - "split" (few outputs, long reduction): the same kernel with a second grid dimension splitting the
-  reduced range; each program writes its folded state to a workspace (WRITE_PARTIAL). With
-  FOLD_LAST (one launch), each program then counts itself in on its chain's arrival counter (one
-  integer atomic, acquire-release) and the last to arrive folds the chain's partial states in a
-  fixed order, finishes, and puts the counter back to 0 for the next launch (a resident workspace,
-  tritonml/runtime/resident.py); the "last block" pattern of CUDA's threadFenceReduction sample and of
-  CUB's single-pass reductions. Without it, ``reduce_partials_kernel`` folds them in a second
+  reduced range; each program writes its folded state to a workspace (WRITE_PARTIAL). With FOLD_LAST
+  (one launch), each program then counts itself in on its chain's arrival counter (one integer
+  atomic, acquire-release) and the last to arrive folds the chain's partial states in a fixed order,
+  finishes, and puts the counter back to 0 for the next launch (a resident workspace,
+  tritonml/runtime/resident.py); the "last block" pattern of CUDA's threadFenceReduction sample and
+  of CUB's single-pass reductions. Without it, ``reduce_partials_kernel`` folds them in a second
   launch. Either way the states fold in the same order, so both give the same bits.
 
 Every input element is read once; the outputs (or the partial states) are written once.

@@ -60,8 +60,8 @@ from .indexing import chain_position, outer_index, strided_offset
 
 # Tile states in the look-back kernel's status words. A status word is EPOCH_STATES * epoch + state,
 # int32: words an earlier launch wrote carry a smaller epoch, so they read as nothing published, and
-# the workspace never needs clearing (tritonml/runtime/resident.py, which replaces a workspace before
-# the epoch reaches 2**28).
+# the workspace never needs clearing (tritonml/runtime/resident.py, which replaces a workspace
+# before the epoch reaches 2**28).
 STATE_AGGREGATE = tl.constexpr(1)  # the tile's own total is readable
 STATE_PREFIX = tl.constexpr(2)     # the inclusive prefix (everything up to and including it) is readable
 EPOCH_STATES = tl.constexpr(4)

@@ -88,7 +88,8 @@ def reduce_axes(x: torch.Tensor, axes, combine: ReduceRecord, *, keepdims: bool 
 
 @dataclass(frozen=True)
 class _ReducePlan:
-    """A validated call's canonical form (``tritonml.runtime.plan``): no layout for an empty result."""
+    """A validated call's canonical form (``tritonml.runtime.plan``): no layout for an empty
+    result."""
     layout: Optional[ReduceLayout]
     config: Optional[ReduceConfig]
     result_shape: tuple
@@ -168,7 +169,8 @@ def _plan_reduce(x, axes, combine, keepdims, index_dtype, out, config) -> _Reduc
     return _ReducePlan(layout, config, result_shape, result_dtype, spans, needs_copy, work)
 
 
-def launch_reduce(x, out, layout: ReduceLayout, combine: ReduceRecord, config: ReduceConfig) -> None:
+def launch_reduce(x, out, layout: ReduceLayout, combine: ReduceRecord,
+                  config: ReduceConfig) -> None:
     """Launch the kernels ``config`` names over an already validated, canonical layout: one launch,
     or two for a "split" without ``one_launch`` (partial states to a workspace, then one fold per
     chain)."""

@@ -108,10 +108,10 @@ def as_tensors(name: str, value, arity: Optional[int]) -> tuple:
 
 def check_combine_fn(combine_fn, arity: int) -> None:
     """``combine_fn``: a ``@triton.jit`` function of two states returning a state of ``arity``
-    values. Checked from its signature and its source: a ``return`` somewhere, each ``return``
-    that spells a tuple of ``arity`` values (or not plainly a single value), and each constant
-    index of a parameter (``b[2]``) within the state; anything else is checked when it compiles
-    (a ``tl.static_assert`` in the generated adapter, tritonml/launchers/state_combine.py). Errors name
+    values. Checked from its signature and its source: a ``return`` somewhere, each ``return`` that
+    spells a tuple of ``arity`` values (or not plainly a single value), and each constant index of a
+    parameter (``b[2]``) within the state; anything else is checked when it compiles (a
+    ``tl.static_assert`` in the generated adapter, tritonml/launchers/state_combine.py). Errors name
     the function and the line."""
     import ast
     import inspect

@@ -72,7 +72,8 @@ def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], a
                has_initial: bool = False, store: Optional[tuple] = None,
                store_carry: bool = False, commutative: bool = False) -> _steps.Work:
     """The work of a scan of a state of k = ``len(layouts)`` components (one ``AxisLayout`` per
-    component, all of one shape: ``tritonml.core.layout.axis_layouts``). ``combine_fn``/``scan_fn``: the kernels'
+    component, all of one shape: ``tritonml.core.layout.axis_layouts``). ``combine_fn``/``scan_fn``:
+    the kernels'
     ``COMBINE``/``SCAN_COMBINE``; ``identity`` (one value per component) or None: the state is
     FLAGGED (tritonml/kernels/scan.py); ``acc_dtypes``: each component's accumulation type (Triton
     and torch); ``negate_*``: per component, a negative-bit view; ``store``: per component, whether

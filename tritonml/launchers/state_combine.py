@@ -29,7 +29,8 @@ from __future__ import annotations
 import importlib
 import linecache
 
-from ..core import backend as _backend  # noqa: F401  (interpreted or compiled Triton, before triton is imported)
+# interpreted or compiled Triton, chosen before triton is imported
+from ..core import backend as _backend  # noqa: F401
 
 import triton
 import triton.language as tl

@@ -3,9 +3,9 @@ launches, each with every argument but its tensors.
 
 Everything here follows from the plan (layout, config, dtypes, negative-view flags), so a plan
 builds its ``Work`` once and every later call only allocates the workspaces and launches
-(``Work.run``). The launches go through ``tritonml.runtime.trace.launch_prepared``: recorded, dry-run or
-interpreted exactly as ``_trace.launch`` would, and on a GPU relaunched without rebuilding their
-arguments.
+(``Work.run``). The launches go through ``tritonml.runtime.trace.launch_prepared``: recorded,
+dry-run or interpreted exactly as ``_trace.launch`` would, and on a GPU relaunched without
+rebuilding their arguments.
 """
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """How tritonml's ops become torch ops: ``torch.ops.tritonml.<name>``.
 
 With compiled Triton (CUDA), ops are ``torch.library.triton_op``s and every kernel launch goes
-through ``torch.library.wrap_triton`` (in ``tritonml.runtime.trace``), so torch.compile and export can see
-into the Triton kernels. With Triton's interpreter (CPU tensors), ``wrap_triton`` hands kernels
-back unwrapped (an interpreted kernel has none of the metadata torch's tracing needs), so there the
-ops are opaque ``torch.library.custom_op``s: torch.compile and export treat them as single calls
-whose shapes come from the fake kernels. The schema, the fake kernels, autograd and vmap rules are
-the same in both cases.
+through ``torch.library.wrap_triton`` (in ``tritonml.runtime.trace``), so torch.compile and export
+can see into the Triton kernels. With Triton's interpreter (CPU tensors), ``wrap_triton`` hands
+kernels back unwrapped (an interpreted kernel has none of the metadata torch's tracing needs), so
+there the ops are opaque ``torch.library.custom_op``s: torch.compile and export treat them as single
+calls whose shapes come from the fake kernels. The schema, the fake kernels, autograd and vmap rules
+are the same in both cases.
 """
 import torch
 

@@ -6,9 +6,10 @@ autograd, on the tuple-state scan kernels.
 
 The forward pass is one scan of the state ``(gate, value)`` under the composition of affine maps
 (``tritonml.launchers.recurrence``, the record ``LINEAR_RECURRENCE`` of
-tritonml/launchers/scan_records.py, which also holds the backward). The backward pass is the same recurrence run the other way with the
-gates shifted one step (Martin & Cundy, "Parallelizing linear recurrent neural nets over sequence
-length", ICLR 2018): with ``dh`` the gradient of the output and traversal order forward,
+tritonml/launchers/scan_records.py, which also holds the backward). The backward pass is the same
+recurrence run the other way with the gates shifted one step (Martin & Cundy, "Parallelizing linear
+recurrent neural nets over sequence length", ICLR 2018): with ``dh`` the gradient of the output and
+traversal order forward,
 
     g[t]      = dh[t] + gates[t + 1] * g[t + 1]      (g[T] = 0: a linear recurrence in reverse)
     dtokens   = g

@@ -11,8 +11,8 @@ Each operator is three ops (shown for the sum; the product's are named alike):
                               Tensor? initial=None) -> ()
 
 Only the functional op is differentiable (in x and in ``initial``), as in torch: the out= and
-in-place forms refuse inputs that require grad. Backward passes are scans on tritonml's own kernels (docs/torch.md),
-the gradient of each operator's record (tritonml/launchers/scan_records.py).
+in-place forms refuse inputs that require grad. Backward passes are scans on tritonml's own kernels
+(docs/torch.md), the gradient of each operator's record (tritonml/launchers/scan_records.py).
 
 ``return_carry=True`` (the last tally in the accumulation dtype, docs/dsl.md) is not part of the
 ops' schemas: a second output in another dtype would need its own fake kernels, vmap and autograd
@@ -29,7 +29,8 @@ from ..core import checks as _checks
 from . import dtensor as _dtensor
 from ..launchers.scan import check_initial_meta, cumulative_scan, prechecked
 from ..launchers.scan_records import PRODUCT, SUM, ScanCombine
-from .define import _peek_functorch, batch_first, define, differentiable, direct_call_allowed, mutated
+from .define import (_peek_functorch, batch_first, define, differentiable, direct_call_allowed,
+                     mutated)
 
 
 def _batched_axis(axis: int, logical_rank: int) -> int:
