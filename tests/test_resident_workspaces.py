@@ -65,15 +65,6 @@ def test_look_back_scans_of_other_lengths_one_after_another_on_one_workspace():
     assert ticket_word() == 6 << 32
 
 
-def test_look_back_makes_no_memset_launch_once_its_workspace_exists():
-    x = torch.randn(2, 1000)
-    check_scan(x)
-    with trace_memory() as trace, _trace.record() as rec:
-        cumulative_scan(x, 1, SUM, config=LOOKBACK)
-    assert [launch.name for launch in rec.launches] == ["scan_lookback_kernel"]
-    assert trace.torch_work == [] and trace.launches == 1
-
-
 def test_a_workspace_is_replaced_before_its_epoch_could_wrap(monkeypatch):
     monkeypatch.setattr(_resident, "MAX_USES", 3)
     generator = torch.Generator().manual_seed(1)
@@ -160,12 +151,16 @@ def test_chunked_and_look_back_scans_share_one_workspace_in_turn():
     assert ticket_word() == launches << 32
 
 
-def test_chunked_scan_makes_no_memset_launch_once_its_workspace_exists():
+@pytest.mark.parametrize("config, check, kernel", [
+    (LOOKBACK, check_scan, "scan_lookback_kernel"),
+    (CHUNKED, check_chunked_scan, "scan_chunked_kernel"),
+], ids=["lookback", "chunked"])
+def test_a_resident_scan_makes_no_memset_launch_once_its_workspace_exists(config, check, kernel):
     x = torch.randn(2, 1000)
-    check_chunked_scan(x)
+    check(x)
     with trace_memory() as trace, _trace.record() as rec:
-        cumulative_scan(x, 1, SUM, config=CHUNKED)
-    assert [launch.name for launch in rec.launches] == ["scan_chunked_kernel"]
+        cumulative_scan(x, 1, SUM, config=config)
+    assert [launch.name for launch in rec.launches] == [kernel]
     assert trace.torch_work == [] and trace.launches == 1
 
 

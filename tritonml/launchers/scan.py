@@ -18,11 +18,13 @@ from . import scan_checks as _scan_checks
 from .associative_scan import associative_scan_states
 from .scan_checks import check_initial_meta, prechecked
 from .scan_records import PRODUCT, SUM, ScanCombine
-from .scan_work import carry_tensors, empty_carry, layout_args, scan_work, state_work
+from .scan_work import carry_tensors, empty_carry, layout_args, scan_work
 
+# Beside this module's own launchers, the names callers import from here: the records, the work
+# builder and layout arguments (tests, benchmarks), the checks (fake kernels, distributed), and
+# the tuple-state launcher.
 __all__ = ["ScanCombine", "SUM", "PRODUCT", "cumulative_scan", "launch_scan", "scan_work",
-           "state_work", "layout_args", "carry_tensors", "empty_carry", "check_initial_meta",
-           "associative_scan_states", "prechecked"]
+           "layout_args", "check_initial_meta", "associative_scan_states", "prechecked"]
 
 
 def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse: bool = False,
