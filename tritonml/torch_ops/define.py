@@ -37,9 +37,13 @@ def define(name: str, *, mutates_args=()):
     return decorator
 
 
-def differentiable(op, setup_context, backward):
+def differentiable(op, setup_context, backward, jvp=None):
     """Register ``backward`` as ``op``'s autograd formula, and return ``op`` as an
     ``autograd.Function`` with the same formula for the public functions to call.
+
+    ``jvp(ctx, *tangents)``, if given, is the forward-mode formula (``torch.func.jvp``, ``jacfwd``,
+    ``torch.autograd.forward_ad``): ``setup_context`` saves what it needs with
+    ``ctx.save_for_forward``; it returns the outputs' tangents.
 
     The registered formula serves ``torch.ops.tritonml.*`` called directly and torch.compile; the
     Function adds what torch's generated one lacks, support for ``torch.func`` transforms (grad,
@@ -55,9 +59,11 @@ def differentiable(op, setup_context, backward):
 
     # Named after the op, so grad_fn reads CumulativeSumBackward, ReduceBackward, ...
     name = "".join(part.title() for part in op._name.split("_"))
-    function = type(name, (torch.autograd.Function,), dict(
-        generate_vmap_rule=True, forward=staticmethod(forward),
-        setup_context=staticmethod(setup), backward=staticmethod(backward)))
+    methods = dict(generate_vmap_rule=True, forward=staticmethod(forward),
+                   setup_context=staticmethod(setup), backward=staticmethod(backward))
+    if jvp is not None:
+        methods["jvp"] = staticmethod(jvp)
+    function = type(name, (torch.autograd.Function,), methods)
 
     def call(*args):
         # torch.compile traces the op itself (Dynamo cannot trace this Function around it), and
