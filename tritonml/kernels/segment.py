@@ -1,0 +1,453 @@
+"""The segment kernel: scans and reductions restarted at segment boundaries along one axis, in one
+launch, reading x once, whatever the lengths of the segments.
+
+Segments are given by ``offsets`` (n + 1 non-decreasing boundaries, offsets[0] = 0 and
+offsets[n] = the axis length): segment s is the axis positions [offsets[s], offsets[s + 1]).
+
+Work is cut by elements, not by segments: the axis is cut into tiles of BLOCK_AXIS positions and
+the tiles into chunks of ``chunk_tiles``, one program each, so a program's work does not depend on
+how the lengths are distributed. Short segments are packed many to a tile; a long one is split
+across chunks (the reduce-by-key decomposition of Merrill & Garland's CUB ``DeviceReduce::
+ReduceByKey`` and of Sengupta et al., "Scan Primitives for GPU Computing", 2007).
+
+Inside a tile, each position's segment comes from a histogram of the boundaries that fall in the
+tile and its running sum (no per-element search), and the tile is scanned with the *segmented*
+lift of the combine: states carry a "starts a segment" flag, and ``(a, fa) + (b, fb)`` is
+``(b if fb else a + b, fa | fb)`` (Blelloch, "Prefix Sums and Their Applications", 1990), which is
+associative whenever the combine is, so ``tl.associative_scan`` runs it.
+
+Chunks and carries: a chunk whose first segment started in an earlier chunk needs the fold of that
+segment's part before it. Each chunk publishes its *tail* (the state of its last segment so far,
+in traversal order) and the chunk that needs a carry folds the tails of the chunks from the one
+where its segment started, in WINDOW-wide vector loads (the published-vector protocol of the scan
+kernels: tickets, epoch-tagged status words, tritonml/kernels/scan.py). Chunks wholly inside a long
+segment publish their aggregate and wait for nobody, so there is no serial chain of tiles; only
+the chunk where a segment ends (reduce) or each chunk of it (scan) reads the tails before it.
+
+- SCAN False (reduce): each segment's result is written once, by the chunk where it ends in
+  traversal order: ``FINISH(state, count)``, count its length. Empty segments are written by the
+  tile whose range (tile_start, tile_end] holds their boundary (tile 0 also owns those at 0):
+  ``initial`` (HAS_INITIAL), the axis length (EMPTY_INDEX: an index output), else
+  ``FINISH(identity, 0)``. HAS_INITIAL folds ``initial`` into every segment first.
+- SCAN True: every element gets its segment's running state, inclusive or (EXCLUSIVE) the state
+  before it, the identity at a segment's first element. A chunk that must wait for a carry folds
+  itself once to publish its tail, then scans again from the carry (the second read, from L2).
+
+REVERSE traverses the axis from its end: tiles stay aligned in memory, the tile order flips and
+the in-tile scan runs backwards; a segment then starts at its last element.
+"""
+from ..core import backend as _backend  # noqa: F401
+
+import triton
+import triton.language as tl
+
+from .scan import STATE_AGGREGATE, STATUS_BASE, _chain_bases, _draw_ticket, _publish, _tile_of
+
+
+@triton.jit
+def _segment_of(offsets_ptr, position, n_segments):
+    """The segment holding axis ``position``: the largest s < n_segments with offsets[s] <=
+    position (binary search; empty segments before it share its boundary and lose)."""
+    lo = position * 0
+    hi = lo + n_segments
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        below = tl.load(offsets_ptr + mid).to(position.dtype) <= position
+        lo = tl.where(below, mid, lo)
+        hi = tl.where(below, hi, mid)
+    return lo
+
+
+@triton.jit
+def _empty_results(out_ptrs, out_offs, out_axis_strides, inner_mask, segments, empty,
+                   axis_len, initial_value, FINISH: tl.constexpr, IDENTITY: tl.constexpr,
+                   STATE_DTYPE: tl.constexpr, HAS_INITIAL: tl.constexpr,
+                   EMPTY_INDEX: tl.constexpr, BOUNDARY_BLOCK: tl.constexpr,
+                   BLOCK_INNER: tl.constexpr):
+    """Write the results of the empty ``segments`` ([BOUNDARY_BLOCK, 1], where ``empty``)."""
+    mask = empty & inner_mask
+    for o in tl.static_range(len(out_ptrs)):
+        dtype = out_ptrs[o].dtype.element_ty
+        # ``+`` rather than ``.to``: Triton passes an int argument equal to 1 as a constant
+        if HAS_INITIAL:
+            values = (tl.zeros([BOUNDARY_BLOCK, BLOCK_INNER], dtype) + initial_value).to(dtype)
+        elif EMPTY_INDEX:
+            values = (tl.zeros([BOUNDARY_BLOCK, BLOCK_INNER], dtype) + axis_len).to(dtype)
+        else:
+            state = ()
+            for c in tl.static_range(len(STATE_DTYPE)):
+                state = state + (tl.full([BOUNDARY_BLOCK, BLOCK_INNER], IDENTITY[c],
+                                         STATE_DTYPE[c]),)
+            values = FINISH(state, tl.zeros([BOUNDARY_BLOCK, BLOCK_INNER], tl.int32))[o]
+            values = values.to(dtype)
+        tl.store(out_ptrs[o] + out_offs[o] + segments * out_axis_strides[o], values, mask=mask)
+
+
+@triton.jit
+def _tile_segments(offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask, tile_start,
+                   axis_len, n_segments, initial_value, FINISH: tl.constexpr,
+                   IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, SCAN: tl.constexpr,
+                   HAS_INITIAL: tl.constexpr, EMPTY_INDEX: tl.constexpr,
+                   BLOCK_AXIS: tl.constexpr, BOUNDARY_BLOCK: tl.constexpr,
+                   BLOCK_INNER: tl.constexpr):
+    """The segment of each position of the tile at ``tile_start``, [BLOCK_AXIS] (padding past
+    the axis: the last segment). Reduce: also writes the tile's empty segments.
+
+    The boundaries after the tile's first segment are read BOUNDARY_BLOCK at a time (one block
+    unless the tile holds more boundaries than that) and counted per position with a histogram;
+    its running sum is each position's segment, past the first."""
+    seg_first = _segment_of(offsets_ptr, tile_start, n_segments)
+    tile_end = tile_start + BLOCK_AXIS
+    counts = tl.zeros([BLOCK_AXIS], tl.int32)
+    lanes = tl.arange(0, BOUNDARY_BLOCK)
+    # tile 0 also owns the empty segments at position 0, which come before its first segment
+    base = tl.where(tile_start == 0, 0, seg_first + 1)
+    more = base <= n_segments
+    while more:
+        index = base + lanes
+        listed = index <= n_segments
+        bound = tl.load(offsets_ptr + index, mask=listed, other=axis_len).to(tile_start.dtype)
+        offset = bound - tile_start
+        in_tile = listed & (offset > 0) & (offset < BLOCK_AXIS)
+        counts += tl.histogram(tl.where(in_tile, offset, 0).to(tl.int32), BLOCK_AXIS,
+                               mask=in_tile)
+        if not SCAN:
+            following = tl.load(offsets_ptr + index + 1, mask=index < n_segments,
+                                other=-1).to(tile_start.dtype)
+            owned = (offset <= BLOCK_AXIS) & (offset > tl.where(tile_start == 0, -1, 0))
+            empty = (index < n_segments) & (bound == following) & owned
+            _empty_results(out_ptrs, out_offs, out_axis_strides, inner_mask, index[:, None],
+                           empty[:, None], axis_len, initial_value, FINISH, IDENTITY,
+                           STATE_DTYPE, HAS_INITIAL, EMPTY_INDEX, BOUNDARY_BLOCK, BLOCK_INNER)
+        last = tl.minimum(base + BOUNDARY_BLOCK - 1, n_segments)
+        # boundaries at tile_end still own empty segments (reduce)
+        more = (base + BOUNDARY_BLOCK <= n_segments) & (
+            tl.load(offsets_ptr + last).to(tile_start.dtype) <= tile_end)
+        base += BOUNDARY_BLOCK
+    segments = seg_first + tl.cumsum(counts, 0).to(tile_start.dtype)
+    return tl.minimum(segments, n_segments - 1)
+
+
+@triton.jit
+def _running_or(flags, REVERSE: tl.constexpr):
+    """Whether a flag is set at or before each position in traversal order, [BLOCK_AXIS]."""
+    return tl.cumsum(flags.to(tl.int32), 0, reverse=REVERSE) > 0
+
+
+@triton.jit
+def _or_scalar(flags, flag):
+    """``flags | flag`` for a tensor and a scalar (the interpreter's ``|`` of an int1 tensor and
+    an int1 scalar gives an int32 tensor)."""
+    return (flags.to(tl.int32) + flag.to(tl.int32)) > 0
+
+
+@triton.jit
+def _row(state, row, BLOCK_INNER: tl.constexpr):
+    """Row ``row`` of every component of a [rows, BLOCK_INNER] state, components [1, BLOCK_INNER]."""
+    rows = tl.full([1, BLOCK_INNER], 0, tl.int32) + row
+    picked = ()
+    for c in tl.static_range(len(state)):
+        picked = picked + (tl.gather(state[c], rows, 0),)
+    return picked
+
+
+@triton.jit
+def _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
+                  out_axis_strides, tile, carry, carry_empty, axis_len, n_segments,
+                  x_axis_strides, initial_value, PREPARE: tl.constexpr,
+                  SEG_COMBINE: tl.constexpr, SEG_SCAN: tl.constexpr, FINISH: tl.constexpr,
+                  LOAD_DTYPE: tl.constexpr, IDENTITY: tl.constexpr,
+                  STATE_DTYPE: tl.constexpr, SCAN: tl.constexpr, REVERSE: tl.constexpr,
+                  HAS_INITIAL: tl.constexpr, EMPTY_INDEX: tl.constexpr, INDEX_64: tl.constexpr,
+                  BLOCK_AXIS: tl.constexpr, BOUNDARY_BLOCK: tl.constexpr,
+                  BLOCK_INNER: tl.constexpr):
+    """Load one tile and scan it from ``carry`` (the state of the chunk's last segment so far,
+    components [1, BLOCK_INNER]; ``carry_empty``: nothing scanned yet), segment by segment.
+
+    Returns (running, segments, starts, stops, positions, valid, heads): each position's state
+    (its segment's fold so far in this chunk), segment, the segment's bounds, the positions
+    [BLOCK_AXIS], which are on the axis, and where a segment starts in traversal order."""
+    tile_start = tile * BLOCK_AXIS
+    if INDEX_64:
+        tile_start = tile_start.to(tl.int64)
+    segments = _tile_segments(offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask,
+                              tile_start, axis_len, n_segments, initial_value, FINISH, IDENTITY,
+                              STATE_DTYPE, SCAN, HAS_INITIAL, EMPTY_INDEX, BLOCK_AXIS,
+                              BOUNDARY_BLOCK, BLOCK_INNER)
+    positions = tile_start + tl.arange(0, BLOCK_AXIS)
+    valid = positions < axis_len
+    starts = tl.load(offsets_ptr + segments).to(positions.dtype)
+    stops = tl.load(offsets_ptr + segments + 1).to(positions.dtype)
+    if REVERSE:
+        heads = (positions + 1 == stops) | ~valid
+    else:
+        heads = (positions == starts) | ~valid
+    mask = valid[:, None] & inner_mask
+    xs = ()
+    for c in tl.static_range(len(x_ptrs)):
+        xs = xs + (tl.load(x_ptrs[c] + x_offs[c] + positions[:, None] * x_axis_strides[c],
+                           mask=mask).to(LOAD_DTYPE[c]),)
+    index = tl.broadcast_to(positions[:, None], [BLOCK_AXIS, BLOCK_INNER])
+    prepared = PREPARE(xs, index)
+    state = ()
+    for c in tl.static_range(len(STATE_DTYPE)):
+        state = state + (tl.broadcast_to(prepared[c].to(STATE_DTYPE[c]),
+                                         [BLOCK_AXIS, BLOCK_INNER]),)
+    flags = tl.broadcast_to(heads[:, None], [BLOCK_AXIS, BLOCK_INNER])
+    scanned = tl.associative_scan(state + (flags,), 0, SEG_SCAN, reverse=REVERSE)
+    # the carry reaches the rows before the tile's first head; an empty one reaches nothing
+    tile_flags = _or_scalar(scanned[len(STATE_DTYPE)], carry_empty)
+    before = ()
+    for c in tl.static_range(len(STATE_DTYPE)):
+        before = before + (tl.broadcast_to(carry[c], [BLOCK_AXIS, BLOCK_INNER]),)
+    running = SEG_COMBINE(before + (tile_flags,), scanned[:len(STATE_DTYPE)] + (tile_flags,))
+    return running[:len(STATE_DTYPE)], segments, starts, stops, positions, valid, heads
+
+
+@triton.jit
+def _fold_tails(published_ptrs, status_ptr, chain_first_slot, first, end, epoch_base,
+                MERGE: tl.constexpr, SEG_SCAN: tl.constexpr, STATE_DTYPE: tl.constexpr,
+                WINDOW: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """The fold, in traversal order, of the tails chunks ``first`` to ``end - 1`` of this chain
+    published, components [1, BLOCK_INNER], read WINDOW at a time once they are published."""
+    total = _tail_window(published_ptrs, status_ptr, chain_first_slot, first, end, epoch_base,
+                         SEG_SCAN, STATE_DTYPE, WINDOW, BLOCK_INNER)
+    for base in range(first + WINDOW, end, WINDOW):
+        total = MERGE(total, _tail_window(published_ptrs, status_ptr, chain_first_slot, base,
+                                          end, epoch_base, SEG_SCAN, STATE_DTYPE, WINDOW,
+                                          BLOCK_INNER))
+    return total
+
+
+@triton.jit
+def _tail_window(published_ptrs, status_ptr, chain_first_slot, base, end, epoch_base,
+                 SEG_SCAN: tl.constexpr, STATE_DTYPE: tl.constexpr, WINDOW: tl.constexpr,
+                 BLOCK_INNER: tl.constexpr):
+    """The fold of the published tails of chunks ``base`` to min(base + WINDOW, end) - 1, in one
+    vector load per component once every status word says they are published."""
+    lanes = tl.arange(0, BLOCK_INNER)[None, :]
+    index = base + tl.arange(0, WINDOW)[:, None]          # [WINDOW, 1], chunks
+    needed = index < end
+    words = status_ptr + STATUS_BASE + chain_first_slot + index
+    status = tl.load(words, mask=needed, other=0, volatile=True)
+    while tl.sum((needed & (status <= epoch_base)).to(tl.int32), axis=None) > 0:
+        status = tl.load(words, mask=needed, other=0, volatile=True)
+    tl.atomic_add(words, 0, mask=needed, sem="acquire", scope="gpu")
+    tl.debug_barrier()   # every thread's reads after every acquire (see scan_chunked)
+    slots = chain_first_slot + index
+    tails = ()
+    for c in tl.static_range(len(STATE_DTYPE)):
+        tails = tails + (tl.load(published_ptrs[c] + slots * BLOCK_INNER + lanes,
+                                 mask=needed & (lanes < BLOCK_INNER), cache_modifier=".cg"),)
+    # rows past ``end`` follow the ones kept: the scan's row end - 1 - base ignores them
+    heads = tl.broadcast_to(index == base, [WINDOW, BLOCK_INNER])
+    scanned = tl.associative_scan(tails + (heads,), 0, SEG_SCAN)
+    return _row(scanned[:len(STATE_DTYPE)], tl.minimum(end - base, WINDOW) - 1, BLOCK_INNER)
+
+
+@triton.jit
+def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
+                end_step, n_tiles, carry, carry_empty, axis_len, n_segments, x_axis_strides,
+                out_axis_strides, initial_value, PREPARE: tl.constexpr, MERGE: tl.constexpr,
+                SEG_COMBINE: tl.constexpr, SEG_SCAN: tl.constexpr, FINISH: tl.constexpr,
+                LOAD_DTYPE: tl.constexpr, IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr,
+                SCAN: tl.constexpr, STORE: tl.constexpr, EXCLUSIVE: tl.constexpr,
+                REVERSE: tl.constexpr, HAS_INITIAL: tl.constexpr, EMPTY_INDEX: tl.constexpr,
+                INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr,
+                BOUNDARY_BLOCK: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """Walk the traversal's tiles ``first_step`` to ``end_step - 1`` from ``carry``.
+
+    STORE (scan): writes every element's running (or, EXCLUSIVE, preceding) state. Reduce:
+    writes every segment that starts (in traversal order) and ends in the walk, and returns the
+    state of the one that started before the walk, where it ends in it.
+
+    Returns (carry, open_state, open_count, open_found): the state of the last segment after the
+    walk, and for reduce the walk's first segment's partial state, length and whether it ends."""
+    if REVERSE:
+        end_row = 0
+    else:
+        end_row = BLOCK_AXIS - 1
+    rows = tl.arange(0, BLOCK_AXIS)
+    open_state = carry
+    if INDEX_64:
+        open_count = tl.zeros([], tl.int64)
+    else:
+        open_count = tl.zeros([], tl.int32)
+    open_found = tl.zeros([], tl.int1)
+    started = tl.zeros([], tl.int1)   # a head in the walk so far
+    for step in range(first_step, end_step):
+        running, segments, starts, stops, positions, valid, heads = _segment_tile(
+            x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, out_axis_strides,
+            _tile_of(step, n_tiles, REVERSE), carry, carry_empty, axis_len, n_segments,
+            x_axis_strides, initial_value, PREPARE, SEG_COMBINE, SEG_SCAN, FINISH, LOAD_DTYPE,
+            IDENTITY, STATE_DTYPE, SCAN, REVERSE, HAS_INITIAL, EMPTY_INDEX, INDEX_64,
+            BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)
+        own = _or_scalar(_running_or(heads, REVERSE), started)
+        if SCAN:
+            if STORE:
+                values = running
+                if EXCLUSIVE:
+                    # the running state one element back in traversal order; the carry before
+                    # the tile's first row; the identity at a segment's first element
+                    if REVERSE:
+                        back = tl.minimum(rows + 1, BLOCK_AXIS - 1)
+                        edge = rows == BLOCK_AXIS - 1
+                    else:
+                        back = tl.maximum(rows - 1, 0)
+                        edge = rows == 0
+                    back_rows = tl.broadcast_to(back[:, None], [BLOCK_AXIS, BLOCK_INNER])
+                    values = ()
+                    for c in tl.static_range(len(STATE_DTYPE)):
+                        shifted = tl.gather(running[c], back_rows, 0)
+                        shifted = tl.where(edge[:, None], carry[c], shifted)
+                        values = values + (tl.where(heads[:, None], IDENTITY[c], shifted)
+                                           .to(STATE_DTYPE[c]),)
+                mask = valid[:, None] & inner_mask
+                for o in tl.static_range(len(out_ptrs)):
+                    tl.store(out_ptrs[o] + out_offs[o] + positions[:, None] * out_axis_strides[o],
+                             values[o].to(out_ptrs[o].dtype.element_ty), mask=mask)
+        else:
+            if REVERSE:
+                ends = positions == starts
+            else:
+                ends = positions + 1 == stops
+            ends = ends & valid
+            counts = (stops - starts)[:, None]
+            results = running
+            if HAS_INITIAL:
+                results = MERGE(((tl.zeros([BLOCK_AXIS, BLOCK_INNER], STATE_DTYPE[0])
+                                  + initial_value).to(STATE_DTYPE[0]),), results)
+            outputs = FINISH(results, counts)
+            mask = (ends & own)[:, None] & inner_mask
+            for o in tl.static_range(len(out_ptrs)):
+                tl.store(out_ptrs[o] + out_offs[o] + segments[:, None] * out_axis_strides[o],
+                         outputs[o].to(out_ptrs[o].dtype.element_ty), mask=mask)
+            # the walk's first segment, where it ends here before any head of the walk
+            closing = ends & ~own
+            row = tl.max(tl.where(closing, rows, -1), 0)
+            found_here = row >= 0
+            picked = _row(running, tl.maximum(row, 0), BLOCK_INNER)
+            kept = ()
+            for c in tl.static_range(len(STATE_DTYPE)):
+                kept = kept + (tl.where(found_here, picked[c], open_state[c]),)
+            open_state = kept
+            open_count = tl.where(found_here, tl.sum(tl.where(rows == row, stops - starts, 0), 0),
+                                  open_count)
+            open_found = open_found | found_here
+        carry = _row(running, end_row, BLOCK_INNER)
+        carry_empty = tl.zeros([], tl.int1)
+        started = started | (tl.sum(heads.to(tl.int32), 0) > 0)
+    return carry, open_state, open_count, open_found
+
+
+@triton.jit
+def segment_kernel(
+    # pointers: inputs and outputs (tuples, one entry per tensor, unless PTR_TUPLES is False),
+    # the int64 boundaries, the int32 status words (the scan kernels' resident workspace) and the
+    # published tails (one workspace per state component)
+    x_ptrs, out_ptrs, offsets_ptr, status_ptr, published_ptrs,
+    # layout (tritonml.launchers.scan.layout_args' order; out's axis runs over segments in reduce)
+    axis_len, inner_len, outer_sizes,
+    x_axis_strides, x_inner_strides, x_outer_strides,
+    out_axis_strides, out_inner_strides, out_outer_strides,
+    n_segments, chunk_tiles, initial_value,
+    # meta-parameters
+    PREPARE: tl.constexpr, MERGE: tl.constexpr, SEG_COMBINE: tl.constexpr,
+    SEG_SCAN: tl.constexpr, FINISH: tl.constexpr, LOAD_DTYPE: tl.constexpr,
+    IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, SCAN: tl.constexpr,
+    EXCLUSIVE: tl.constexpr, REVERSE: tl.constexpr, HAS_INITIAL: tl.constexpr,
+    EMPTY_INDEX: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr,
+    BOUNDARY_BLOCK: tl.constexpr, BLOCK_INNER: tl.constexpr, WINDOW: tl.constexpr,
+    PTR_TUPLES: tl.constexpr,
+):
+    """One program per chunk of ``chunk_tiles`` tiles of one chain (an outer index x a block of
+    BLOCK_INNER inner positions); grid = chains * cdiv(max(cdiv(axis_len, BLOCK_AXIS), 1),
+    chunk_tiles). Programs take chunks from a ticket counter, so a program only waits for
+    chunks whose programs have started. Results are fixed by the shape, the offsets and the
+    config, not by timing: run to run bit-identical."""
+    if not PTR_TUPLES:  # one input and one output passed as plain pointers (see scan.py)
+        x_ptrs, out_ptrs, published_ptrs = (x_ptrs,), (out_ptrs,), (published_ptrs,)
+    ticket, epoch_base = _draw_ticket(status_ptr, INDEX_64)
+    n_tiles = tl.maximum(tl.cdiv(axis_len, BLOCK_AXIS), 1)
+    n_chunks = tl.cdiv(n_tiles, chunk_tiles)
+    chain = ticket // n_chunks
+    chunk = ticket % n_chunks
+    chain_first_slot = ticket - chunk
+    first_step = chunk * chunk_tiles
+    end_step = tl.minimum(first_step + chunk_tiles, n_tiles)
+    x_offs, inner_mask = _chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
+                                      x_inner_strides, INDEX_64, BLOCK_INNER)
+    out_offs, _ = _chain_bases(chain, inner_len, outer_sizes, out_outer_strides,
+                               out_inner_strides, INDEX_64, BLOCK_INNER)
+    # the chunk's first element in traversal order, its segment, and whether the segment
+    # started in an earlier chunk (then ``before``: the chunk where it started)
+    first_tile = _tile_of(first_step, n_tiles, REVERSE)
+    if INDEX_64:
+        first_tile = first_tile.to(tl.int64)
+    if REVERSE:
+        first_position = tl.minimum((first_tile + 1) * BLOCK_AXIS, axis_len) - 1
+    else:
+        first_position = first_tile * BLOCK_AXIS
+    first_position = tl.maximum(first_position, 0)
+    first_segment = _segment_of(offsets_ptr, first_position, n_segments)
+    if REVERSE:
+        head = tl.load(offsets_ptr + first_segment + 1).to(first_position.dtype) - 1
+    else:
+        head = tl.load(offsets_ptr + first_segment).to(first_position.dtype)
+    opened_before = (chunk > 0) & (head != first_position)
+    before = _tile_of(head // BLOCK_AXIS, n_tiles, REVERSE) // chunk_tiles
+    empty_carry = ()
+    for c in tl.static_range(len(STATE_DTYPE)):
+        empty_carry = empty_carry + (tl.full([1, BLOCK_INNER], 0, STATE_DTYPE[c]),)
+    yes = tl.full([], 1, tl.int1)
+
+    if SCAN:
+        if opened_before:
+            tail, _, _, _ = _chunk_walk(
+                x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
+                end_step, n_tiles, empty_carry, yes, axis_len, n_segments, x_axis_strides,
+                out_axis_strides, initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN, FINISH,
+                LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, False, EXCLUSIVE, REVERSE, HAS_INITIAL,
+                EMPTY_INDEX, INDEX_64, BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)
+            if chunk != n_chunks - 1:
+                _publish(published_ptrs, status_ptr, ticket, tail, epoch_base + STATE_AGGREGATE,
+                         BLOCK_INNER)
+            carry = _fold_tails(published_ptrs, status_ptr, chain_first_slot, before, chunk,
+                                epoch_base, MERGE, SEG_SCAN, STATE_DTYPE, WINDOW, BLOCK_INNER)
+            _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
+                        end_step, n_tiles, carry, ~yes, axis_len, n_segments, x_axis_strides,
+                        out_axis_strides, initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN,
+                        FINISH, LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, True, EXCLUSIVE,
+                        REVERSE, HAS_INITIAL, EMPTY_INDEX, INDEX_64, BLOCK_AXIS,
+                        BOUNDARY_BLOCK, BLOCK_INNER)
+        else:
+            tail, _, _, _ = _chunk_walk(
+                x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
+                end_step, n_tiles, empty_carry, yes, axis_len, n_segments, x_axis_strides,
+                out_axis_strides, initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN, FINISH,
+                LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, True, EXCLUSIVE, REVERSE, HAS_INITIAL,
+                EMPTY_INDEX, INDEX_64, BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)
+            if chunk != n_chunks - 1:
+                _publish(published_ptrs, status_ptr, ticket, tail, epoch_base + STATE_AGGREGATE,
+                         BLOCK_INNER)
+    else:
+        tail, open_state, open_count, open_found = _chunk_walk(
+            x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step, end_step,
+            n_tiles, empty_carry, yes, axis_len, n_segments, x_axis_strides, out_axis_strides,
+            initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN, FINISH, LOAD_DTYPE, IDENTITY,
+            STATE_DTYPE, SCAN, False, EXCLUSIVE, REVERSE, HAS_INITIAL, EMPTY_INDEX, INDEX_64,
+            BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)
+        if chunk != n_chunks - 1:
+            _publish(published_ptrs, status_ptr, ticket, tail, epoch_base + STATE_AGGREGATE,
+                     BLOCK_INNER)
+        if opened_before & open_found:
+            carry = _fold_tails(published_ptrs, status_ptr, chain_first_slot, before, chunk,
+                                epoch_base, MERGE, SEG_SCAN, STATE_DTYPE, WINDOW, BLOCK_INNER)
+            results = MERGE(carry, open_state)
+            if HAS_INITIAL:
+                results = MERGE(((tl.zeros([1, BLOCK_INNER], STATE_DTYPE[0])
+                                  + initial_value).to(STATE_DTYPE[0]),), results)
+            outputs = FINISH(results, open_count)
+            for o in tl.static_range(len(out_ptrs)):
+                tl.store(out_ptrs[o] + out_offs[o] + first_segment * out_axis_strides[o],
+                         outputs[o].to(out_ptrs[o].dtype.element_ty), mask=inner_mask)
