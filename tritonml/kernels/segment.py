@@ -41,6 +41,7 @@ from ..core import backend as _backend  # noqa: F401
 import triton
 import triton.language as tl
 
+from .combine import scan_along
 from .scan import STATE_AGGREGATE, STATUS_BASE, _chain_bases, _draw_ticket, _publish, _tile_of
 
 
@@ -194,7 +195,7 @@ def _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
         state = state + (tl.broadcast_to(prepared[c].to(STATE_DTYPE[c]),
                                          [BLOCK_AXIS, BLOCK_INNER]),)
     flags = tl.broadcast_to(heads[:, None], [BLOCK_AXIS, BLOCK_INNER])
-    scanned = tl.associative_scan(state + (flags,), 0, SEG_SCAN, reverse=REVERSE)
+    scanned = scan_along(state + (flags,), 0, SEG_SCAN, reverse=REVERSE)
     # the carry reaches the rows before the tile's first head; an empty one reaches nothing
     tile_flags = _or_scalar(scanned[len(STATE_DTYPE)], carry_empty)
     before = ()
@@ -241,7 +242,7 @@ def _tail_window(published_ptrs, status_ptr, chain_first_slot, base, end, epoch_
                                  mask=needed & (lanes < BLOCK_INNER), cache_modifier=".cg"),)
     # rows past ``end`` follow the ones kept: the scan's row end - 1 - base ignores them
     heads = tl.broadcast_to(index == base, [WINDOW, BLOCK_INNER])
-    scanned = tl.associative_scan(tails + (heads,), 0, SEG_SCAN)
+    scanned = scan_along(tails + (heads,), 0, SEG_SCAN)
     return _row(scanned[:len(STATE_DTYPE)], tl.minimum(end - base, WINDOW) - 1, BLOCK_INNER)
 
 
