@@ -14,9 +14,12 @@ from tritonml_autotune.configs import MAX_SCAN_WINDOW, SegmentConfig
 from .heuristics import _choose_for, next_pow2
 
 PROGRAMS_PER_SM = 4
-# Lanes of one tile: 2048 keeps a tile's state and flags in registers at 4 warps for states of up
-# to two 8-byte components; wider states take narrower tiles.
+# Lanes of one tile: 2048 at 8 warps (8 lanes a thread) keeps a tile's state, flags, segment ids
+# and positions in registers for states of up to two 8-byte components, with no spills on
+# sm_80/sm_90 (tests/test_segment_compile.py); wider states take half as many. Long tiles keep the
+# per-tile searches of the boundaries a small share of the bytes (tests/test_segment_bytes.py).
 TILE_LANES = 2048
+NUM_WARPS = 8
 MAX_BLOCK_INNER = 64
 
 
@@ -38,6 +41,6 @@ def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: i
         chunk_tiles = tiles
     chunks = -(-tiles // chunk_tiles)
     window = min(MAX_SCAN_WINDOW, max(16, next_pow2(chunks)), max(2, 4096 // block_inner))
-    num_warps = 8 if block_axis * block_inner >= 4096 else 4
+    num_warps = NUM_WARPS
     return SegmentConfig(block_axis, block_inner, chunk_tiles, window,
                          boundary_block=min(block_axis, 1024), num_warps=num_warps)

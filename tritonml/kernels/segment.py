@@ -46,17 +46,62 @@ from .scan import STATE_AGGREGATE, STATUS_BASE, _chain_bases, _draw_ticket, _pub
 
 
 @triton.jit
-def _segment_of(offsets_ptr, position, n_segments):
-    """The segment holding axis ``position``: the largest s < n_segments with offsets[s] <=
-    position (binary search; empty segments before it share its boundary and lose)."""
-    lo = position * 0
-    hi = lo + n_segments
+def _segment_of(offsets_ptr, position, lo, hi):
+    """The largest s in [lo, hi) with offsets[s] <= position, given offsets[lo] <= position
+    (binary search). With hi = n_segments: the segment holding ``position`` (empty segments
+    before it share its boundary and lose)."""
+    lo = lo + position * 0
+    hi = hi + position * 0
     while hi - lo > 1:
         mid = (lo + hi) // 2
         below = tl.load(offsets_ptr + mid).to(position.dtype) <= position
         lo = tl.where(below, mid, lo)
         hi = tl.where(below, hi, mid)
     return lo
+
+
+@triton.jit
+def _gallop_up(offsets_ptr, position, lo, end):
+    """``_segment_of(offsets_ptr, position, lo, end)`` in about 2 log2(answer - lo) loads: the
+    steps double from ``lo`` until they pass ``position``, then a binary search."""
+    lo = lo + position * 0
+    step = lo * 0 + 1
+    top = tl.minimum(lo + step, end)
+    below = (top < end) & (tl.load(offsets_ptr + tl.minimum(top, end - 1)).to(position.dtype)
+                           <= position)
+    while below:
+        lo = top
+        step = step * 2
+        top = tl.minimum(lo + step, end)
+        below = (top < end) & (tl.load(offsets_ptr + tl.minimum(top, end - 1))
+                               .to(position.dtype) <= position)
+    return _segment_of(offsets_ptr, position, lo, top)
+
+
+@triton.jit
+def _gallop_down(offsets_ptr, position, hi):
+    """``_segment_of(offsets_ptr, position, 0, hi)`` searching down from ``hi``: about
+    2 log2(hi - answer) loads."""
+    top = hi + position * 0
+    step = top * 0 + 1
+    low = tl.maximum(top - step, 0)
+    above = (low > 0) & (tl.load(offsets_ptr + low).to(position.dtype) > position)
+    while above:
+        top = low
+        step = step * 2
+        low = tl.maximum(top - step, 0)
+        above = (low > 0) & (tl.load(offsets_ptr + low).to(position.dtype) > position)
+    return _segment_of(offsets_ptr, position, low, top)
+
+
+@triton.jit
+def _maximum(a, b):
+    return tl.maximum(a, b)
+
+
+@triton.jit
+def _minimum(a, b):
+    return tl.minimum(a, b)
 
 
 @triton.jit
@@ -86,47 +131,81 @@ def _empty_results(out_ptrs, out_offs, out_axis_strides, inner_mask, segments, e
 
 @triton.jit
 def _tile_segments(offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask, tile_start,
-                   axis_len, n_segments, initial_value, FINISH: tl.constexpr,
+                   known, axis_len, n_segments, initial_value, FINISH: tl.constexpr,
                    IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, SCAN: tl.constexpr,
-                   HAS_INITIAL: tl.constexpr, EMPTY_INDEX: tl.constexpr,
+                   REVERSE: tl.constexpr, HAS_INITIAL: tl.constexpr, EMPTY_INDEX: tl.constexpr,
                    BLOCK_AXIS: tl.constexpr, BOUNDARY_BLOCK: tl.constexpr,
                    BLOCK_INNER: tl.constexpr):
-    """The segment of each position of the tile at ``tile_start``, [BLOCK_AXIS] (padding past
-    the axis: the last segment). Reduce: also writes the tile's empty segments.
+    """Where the tile at ``tile_start`` meets segments, from the boundaries in it alone.
 
-    The boundaries after the tile's first segment are read BOUNDARY_BLOCK at a time (one block
-    unless the tile holds more boundaries than that) and counted per position with a histogram;
-    its running sum is each position's segment, past the first."""
-    seg_first = _segment_of(offsets_ptr, tile_start, n_segments)
+    ``known``: forward, the segment holding tile_start; reverse, the last boundary index at or
+    before the tile's end (what the previous tile of the walk returned; the walk's first tile
+    searches for it). Returns (segments, firsts, lasts, lengths, next_known), per position
+    [BLOCK_AXIS]: its segment, whether it is its segment's first / last element (padding past
+    the axis: both), the segment's length (reduce only), and the next tile's ``known``.
+
+    The boundaries in (tile_start, tile_end] are read once, BOUNDARY_BLOCK at a time, and
+    counted per position with a histogram whose running sum is each position's segment past
+    the first; the flags and lengths follow from the counts in registers (a running max of the
+    segment starts, a reversed running min of the stops). Reduce: also writes the empty
+    segments whose boundary lies in (tile_start, tile_end] (tile 0: also those at 0)."""
     tile_end = tile_start + BLOCK_AXIS
+    if REVERSE:
+        last_boundary = known
+        seg_first = _gallop_down(offsets_ptr, tile_start, tl.minimum(last_boundary + 1,
+                                                                      n_segments))
+        next_known = seg_first
+    else:
+        seg_first = known
+        last_boundary = _gallop_up(offsets_ptr, tile_end, seg_first, n_segments + 1)
+        next_known = last_boundary
     counts = tl.zeros([BLOCK_AXIS], tl.int32)
     lanes = tl.arange(0, BOUNDARY_BLOCK)
-    # tile 0 also owns the empty segments at position 0, which come before its first segment
-    base = tl.where(tile_start == 0, 0, seg_first + 1)
-    more = base <= n_segments
-    while more:
+    first_listed = tl.where(tile_start == 0, 0, seg_first + 1)
+    for base in range(first_listed, last_boundary + 1, BOUNDARY_BLOCK):
         index = base + lanes
-        listed = index <= n_segments
-        bound = tl.load(offsets_ptr + index, mask=listed, other=axis_len).to(tile_start.dtype)
+        listed = index <= last_boundary
+        bound = tl.load(offsets_ptr + index, mask=listed, other=0).to(tile_start.dtype)
         offset = bound - tile_start
         in_tile = listed & (offset > 0) & (offset < BLOCK_AXIS)
         counts += tl.histogram(tl.where(in_tile, offset, 0).to(tl.int32), BLOCK_AXIS,
                                mask=in_tile)
         if not SCAN:
-            following = tl.load(offsets_ptr + index + 1, mask=index < n_segments,
-                                other=-1).to(tile_start.dtype)
-            owned = (offset <= BLOCK_AXIS) & (offset > tl.where(tile_start == 0, -1, 0))
-            empty = (index < n_segments) & (bound == following) & owned
+            # the next boundary of each listed one: the next lane, or past the block one load
+            after = tl.load(offsets_ptr + tl.minimum(base + BOUNDARY_BLOCK, n_segments))
+            following = tl.gather(bound, tl.minimum(lanes + 1, BOUNDARY_BLOCK - 1), 0)
+            following = tl.where(lanes == BOUNDARY_BLOCK - 1, after.to(tile_start.dtype),
+                                 following)
+            empty = listed & (index < n_segments) & (bound == following)
             _empty_results(out_ptrs, out_offs, out_axis_strides, inner_mask, index[:, None],
                            empty[:, None], axis_len, initial_value, FINISH, IDENTITY,
                            STATE_DTYPE, HAS_INITIAL, EMPTY_INDEX, BOUNDARY_BLOCK, BLOCK_INNER)
-        last = tl.minimum(base + BOUNDARY_BLOCK - 1, n_segments)
-        # boundaries at tile_end still own empty segments (reduce)
-        more = (base + BOUNDARY_BLOCK <= n_segments) & (
-            tl.load(offsets_ptr + last).to(tile_start.dtype) <= tile_end)
-        base += BOUNDARY_BLOCK
-    segments = seg_first + tl.cumsum(counts, 0).to(tile_start.dtype)
-    return tl.minimum(segments, n_segments - 1)
+    running = tl.cumsum(counts, 0).to(tile_start.dtype)
+    segments = tl.minimum(seg_first + running, n_segments - 1)
+    rows = tl.arange(0, BLOCK_AXIS)
+    positions = tile_start + rows
+    padding = positions >= axis_len
+    start_first = tl.load(offsets_ptr + seg_first).to(tile_start.dtype)
+    at_tile_end = tl.load(offsets_ptr + last_boundary).to(tile_start.dtype) == tile_end
+    # (int counts, not int1: the interpreter's where of an int1 scalar gives an int32 tensor)
+    firsts = (tl.where(rows == 0, (start_first == tile_start).to(tl.int32), counts) > 0) | padding
+    next_counts = tl.gather(counts, tl.minimum(rows + 1, BLOCK_AXIS - 1), 0)
+    lasts = ((tl.where(rows == BLOCK_AXIS - 1, at_tile_end.to(tl.int32), next_counts) > 0)
+             | (positions + 1 >= axis_len))
+    if SCAN:
+        lengths = rows * 0
+    else:
+        # each segment's first position: the latest first at or before it in the tile, else the
+        # tile's first segment's start; its stop: the earliest last at or after it, else the
+        # boundary after the tile's last segment
+        starts = scan_along(tl.where(firsts & ~padding, positions, -1), 0, _maximum)
+        starts = tl.maximum(starts, start_first)
+        stop_last = tl.load(offsets_ptr + tl.minimum(seg_first + tl.max(running, 0) + 1,
+                                                     n_segments)).to(tile_start.dtype)
+        stops = scan_along(tl.where(lasts & ~padding, positions + 1, stop_last), 0, _minimum,
+                           reverse=True)
+        lengths = stops - starts
+    return segments, firsts, lasts, lengths, next_known
 
 
 @triton.jit
@@ -154,8 +233,8 @@ def _row(state, row, BLOCK_INNER: tl.constexpr):
 
 @triton.jit
 def _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
-                  out_axis_strides, tile, carry, carry_empty, axis_len, n_segments,
-                  x_axis_strides, initial_value, PREPARE: tl.constexpr,
+                  out_axis_strides, tile, known, carry, carry_empty, load_from, axis_len,
+                  n_segments, x_axis_strides, initial_value, PREPARE: tl.constexpr,
                   SEG_COMBINE: tl.constexpr, SEG_SCAN: tl.constexpr, FINISH: tl.constexpr,
                   LOAD_DTYPE: tl.constexpr, IDENTITY: tl.constexpr,
                   STATE_DTYPE: tl.constexpr, SCAN: tl.constexpr, REVERSE: tl.constexpr,
@@ -164,26 +243,33 @@ def _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
                   BLOCK_INNER: tl.constexpr):
     """Load one tile and scan it from ``carry`` (the state of the chunk's last segment so far,
     components [1, BLOCK_INNER]; ``carry_empty``: nothing scanned yet), segment by segment.
+    Rows before ``load_from`` in traversal order are not read (their states are garbage, which
+    no later head lets through).
 
-    Returns (running, segments, starts, stops, positions, valid, heads): each position's state
-    (its segment's fold so far in this chunk), segment, the segment's bounds, the positions
-    [BLOCK_AXIS], which are on the axis, and where a segment starts in traversal order."""
+    Returns (running, segments, heads, ends, lengths, positions, valid, next_known): each
+    position's state (its segment's fold so far in this chunk), segment, whether a segment
+    starts / ends there in traversal order, the segment's length (reduce), the positions
+    [BLOCK_AXIS], which are on the axis, and ``_tile_segments``' next ``known``."""
     tile_start = tile * BLOCK_AXIS
     if INDEX_64:
         tile_start = tile_start.to(tl.int64)
-    segments = _tile_segments(offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask,
-                              tile_start, axis_len, n_segments, initial_value, FINISH, IDENTITY,
-                              STATE_DTYPE, SCAN, HAS_INITIAL, EMPTY_INDEX, BLOCK_AXIS,
-                              BOUNDARY_BLOCK, BLOCK_INNER)
+    segments, firsts, lasts, lengths, next_known = _tile_segments(
+        offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask, tile_start, known,
+        axis_len, n_segments, initial_value, FINISH, IDENTITY, STATE_DTYPE, SCAN, REVERSE,
+        HAS_INITIAL, EMPTY_INDEX, BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)
     positions = tile_start + tl.arange(0, BLOCK_AXIS)
     valid = positions < axis_len
-    starts = tl.load(offsets_ptr + segments).to(positions.dtype)
-    stops = tl.load(offsets_ptr + segments + 1).to(positions.dtype)
     if REVERSE:
-        heads = (positions + 1 == stops) | ~valid
+        heads = lasts
+        ends = firsts
     else:
-        heads = (positions == starts) | ~valid
-    mask = valid[:, None] & inner_mask
+        heads = firsts
+        ends = lasts
+    if REVERSE:
+        loaded = valid & (positions <= load_from)
+    else:
+        loaded = valid & (positions >= load_from)
+    mask = loaded[:, None] & inner_mask
     xs = ()
     for c in tl.static_range(len(x_ptrs)):
         xs = xs + (tl.load(x_ptrs[c] + x_offs[c] + positions[:, None] * x_axis_strides[c],
@@ -202,7 +288,73 @@ def _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
     for c in tl.static_range(len(STATE_DTYPE)):
         before = before + (tl.broadcast_to(carry[c], [BLOCK_AXIS, BLOCK_INNER]),)
     running = SEG_COMBINE(before + (tile_flags,), scanned[:len(STATE_DTYPE)] + (tile_flags,))
-    return running[:len(STATE_DTYPE)], segments, starts, stops, positions, valid, heads
+    return (running[:len(STATE_DTYPE)], segments, heads, ends & valid, lengths, positions, valid,
+            next_known)
+
+
+@triton.jit
+def _fold_tile(x_ptrs, x_offs, inner_mask, tile, load_from, axis_len, x_axis_strides,
+               PREPARE: tl.constexpr, SEG_SCAN: tl.constexpr, LOAD_DTYPE: tl.constexpr,
+               STATE_DTYPE: tl.constexpr, REVERSE: tl.constexpr, INDEX_64: tl.constexpr,
+               BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """The fold of one tile's positions from ``load_from`` on in traversal order (all in one
+    segment), components [1, BLOCK_INNER]: a scan cut at ``load_from`` and at every row not read,
+    whose last valid row in traversal order holds the fold."""
+    tile_start = tile * BLOCK_AXIS
+    if INDEX_64:
+        tile_start = tile_start.to(tl.int64)
+    positions = tile_start + tl.arange(0, BLOCK_AXIS)
+    valid = positions < axis_len
+    if REVERSE:
+        loaded = valid & (positions <= load_from)
+        end_row = 0
+    else:
+        loaded = valid & (positions >= load_from)
+        end_row = tl.minimum(axis_len - 1 - tile_start, BLOCK_AXIS - 1)
+    mask = loaded[:, None] & inner_mask
+    xs = ()
+    for c in tl.static_range(len(x_ptrs)):
+        xs = xs + (tl.load(x_ptrs[c] + x_offs[c] + positions[:, None] * x_axis_strides[c],
+                           mask=mask).to(LOAD_DTYPE[c]),)
+    prepared = PREPARE(xs, tl.broadcast_to(positions[:, None], [BLOCK_AXIS, BLOCK_INNER]))
+    state = ()
+    for c in tl.static_range(len(STATE_DTYPE)):
+        state = state + (tl.broadcast_to(prepared[c].to(STATE_DTYPE[c]),
+                                         [BLOCK_AXIS, BLOCK_INNER]),)
+    cuts = tl.broadcast_to(((positions == load_from) | ~loaded)[:, None],
+                           [BLOCK_AXIS, BLOCK_INNER])
+    scanned = scan_along(state + (cuts,), 0, SEG_SCAN, reverse=REVERSE)
+    return _row(scanned[:len(STATE_DTYPE)], end_row, BLOCK_INNER)
+
+
+@triton.jit
+def _fold_span(x_ptrs, x_offs, inner_mask, first_step, end_step, n_tiles, load_from, axis_len,
+               x_axis_strides, PREPARE: tl.constexpr, MERGE: tl.constexpr,
+               SEG_SCAN: tl.constexpr, LOAD_DTYPE: tl.constexpr, STATE_DTYPE: tl.constexpr,
+               REVERSE: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr,
+               BLOCK_INNER: tl.constexpr):
+    """The fold of the traversal's positions from ``load_from`` (in tile ``first_step``) to the
+    end of tile ``end_step - 1``, which all lie in one segment: a chunk's tail, read without its
+    boundaries."""
+    total = _fold_tile(x_ptrs, x_offs, inner_mask, _tile_of(first_step, n_tiles, REVERSE),
+                       load_from, axis_len, x_axis_strides, PREPARE, SEG_SCAN, LOAD_DTYPE,
+                       STATE_DTYPE, REVERSE, INDEX_64, BLOCK_AXIS, BLOCK_INNER)
+    for step in range(first_step + 1, end_step):
+        total = MERGE(total, _fold_tile(x_ptrs, x_offs, inner_mask,
+                                        _tile_of(step, n_tiles, REVERSE), load_from, axis_len,
+                                        x_axis_strides, PREPARE, SEG_SCAN, LOAD_DTYPE,
+                                        STATE_DTYPE, REVERSE, INDEX_64, BLOCK_AXIS,
+                                        BLOCK_INNER))
+        total = _cast(total, STATE_DTYPE)
+    return total
+
+
+@triton.jit
+def _cast(state, STATE_DTYPE: tl.constexpr):
+    cast = ()
+    for c in tl.static_range(len(STATE_DTYPE)):
+        cast = cast + (state[c].to(STATE_DTYPE[c]),)
+    return cast
 
 
 @triton.jit
@@ -248,7 +400,7 @@ def _tail_window(published_ptrs, status_ptr, chain_first_slot, base, end, epoch_
 
 @triton.jit
 def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
-                end_step, n_tiles, carry, carry_empty, axis_len, n_segments, x_axis_strides,
+                end_step, n_tiles, known, carry, carry_empty, load_from, axis_len, n_segments, x_axis_strides,
                 out_axis_strides, initial_value, PREPARE: tl.constexpr, MERGE: tl.constexpr,
                 SEG_COMBINE: tl.constexpr, SEG_SCAN: tl.constexpr, FINISH: tl.constexpr,
                 LOAD_DTYPE: tl.constexpr, IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr,
@@ -256,7 +408,9 @@ def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, fir
                 REVERSE: tl.constexpr, HAS_INITIAL: tl.constexpr, EMPTY_INDEX: tl.constexpr,
                 INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr,
                 BOUNDARY_BLOCK: tl.constexpr, BLOCK_INNER: tl.constexpr):
-    """Walk the traversal's tiles ``first_step`` to ``end_step - 1`` from ``carry``.
+    """Walk the traversal's tiles ``first_step`` to ``end_step - 1`` from ``carry``, reading the
+    positions from ``load_from`` on in traversal order; ``known``: what ``_tile_segments`` needs
+    to know of the first tile (each later tile's comes from the tile before it).
 
     STORE (scan): writes every element's running (or, EXCLUSIVE, preceding) state. Reduce:
     writes every segment that starts (in traversal order) and ends in the walk, and returns the
@@ -277,9 +431,10 @@ def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, fir
     open_found = tl.zeros([], tl.int1)
     started = tl.zeros([], tl.int1)   # a head in the walk so far
     for step in range(first_step, end_step):
-        running, segments, starts, stops, positions, valid, heads = _segment_tile(
+        running, segments, heads, ends, lengths, positions, valid, known = _segment_tile(
             x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, out_axis_strides,
-            _tile_of(step, n_tiles, REVERSE), carry, carry_empty, axis_len, n_segments,
+            _tile_of(step, n_tiles, REVERSE), known, carry, carry_empty, load_from, axis_len,
+            n_segments,
             x_axis_strides, initial_value, PREPARE, SEG_COMBINE, SEG_SCAN, FINISH, LOAD_DTYPE,
             IDENTITY, STATE_DTYPE, SCAN, REVERSE, HAS_INITIAL, EMPTY_INDEX, INDEX_64,
             BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)
@@ -308,12 +463,7 @@ def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, fir
                     tl.store(out_ptrs[o] + out_offs[o] + positions[:, None] * out_axis_strides[o],
                              values[o].to(out_ptrs[o].dtype.element_ty), mask=mask)
         else:
-            if REVERSE:
-                ends = positions == starts
-            else:
-                ends = positions + 1 == stops
-            ends = ends & valid
-            counts = (stops - starts)[:, None]
+            counts = lengths[:, None]
             results = running
             if HAS_INITIAL:
                 results = MERGE(((tl.zeros([BLOCK_AXIS, BLOCK_INNER], STATE_DTYPE[0])
@@ -332,7 +482,7 @@ def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, fir
             for c in tl.static_range(len(STATE_DTYPE)):
                 kept = kept + (tl.where(found_here, picked[c], open_state[c]),)
             open_state = kept
-            open_count = tl.where(found_here, tl.sum(tl.where(rows == row, stops - starts, 0), 0),
+            open_count = tl.where(found_here, tl.sum(tl.where(rows == row, lengths, 0), 0),
                                   open_count)
             open_found = open_found | found_here
         carry = _row(running, end_row, BLOCK_INNER)
@@ -390,12 +540,18 @@ def segment_kernel(
     else:
         first_position = first_tile * BLOCK_AXIS
     first_position = tl.maximum(first_position, 0)
-    first_segment = _segment_of(offsets_ptr, first_position, n_segments)
+    first_segment = _segment_of(offsets_ptr, first_position, 0, n_segments)
     if REVERSE:
         head = tl.load(offsets_ptr + first_segment + 1).to(first_position.dtype) - 1
     else:
         head = tl.load(offsets_ptr + first_segment).to(first_position.dtype)
     opened_before = (chunk > 0) & (head != first_position)
+    # what the walks' first tile needs (``_tile_segments``): forward, its first position's
+    # segment; reverse, the last boundary at or before its end
+    if REVERSE:
+        known = _gallop_up(offsets_ptr, first_position + 1, first_segment, n_segments + 1)
+    else:
+        known = first_segment
     before = _tile_of(head // BLOCK_AXIS, n_tiles, REVERSE) // chunk_tiles
     empty_carry = ()
     for c in tl.static_range(len(STATE_DTYPE)):
@@ -404,37 +560,52 @@ def segment_kernel(
 
     if SCAN:
         if opened_before:
-            tail, _, _, _ = _chunk_walk(
-                x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
-                end_step, n_tiles, empty_carry, yes, axis_len, n_segments, x_axis_strides,
-                out_axis_strides, initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN, FINISH,
-                LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, False, EXCLUSIVE, REVERSE, HAS_INITIAL,
-                EMPTY_INDEX, INDEX_64, BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)
+            # The tail is the fold of the chunk's last segment only: read from where it starts
+            # (the whole chunk only when one segment spans it).
+            last_tile = _tile_of(end_step - 1, n_tiles, REVERSE)
+            if INDEX_64:
+                last_tile = last_tile.to(tl.int64)
+            if REVERSE:
+                last_position = last_tile * BLOCK_AXIS
+            else:
+                last_position = tl.minimum((last_tile + 1) * BLOCK_AXIS, axis_len) - 1
+            last_segment = _segment_of(offsets_ptr, last_position, 0, n_segments)
+            if REVERSE:
+                tail_from = tl.minimum(tl.load(offsets_ptr + last_segment + 1)
+                                       .to(first_position.dtype) - 1, first_position)
+            else:
+                tail_from = tl.maximum(tl.load(offsets_ptr + last_segment)
+                                       .to(first_position.dtype), first_position)
+            tail_step = _tile_of(tail_from // BLOCK_AXIS, n_tiles, REVERSE)
+            tail = _fold_span(x_ptrs, x_offs, inner_mask, tail_step, end_step, n_tiles,
+                              tail_from, axis_len, x_axis_strides, PREPARE, MERGE, SEG_SCAN,
+                              LOAD_DTYPE, STATE_DTYPE, REVERSE, INDEX_64, BLOCK_AXIS,
+                              BLOCK_INNER)
             if chunk != n_chunks - 1:
                 _publish(published_ptrs, status_ptr, ticket, tail, epoch_base + STATE_AGGREGATE,
                          BLOCK_INNER)
             carry = _fold_tails(published_ptrs, status_ptr, chain_first_slot, before, chunk,
                                 epoch_base, MERGE, SEG_SCAN, STATE_DTYPE, WINDOW, BLOCK_INNER)
             _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
-                        end_step, n_tiles, carry, ~yes, axis_len, n_segments, x_axis_strides,
+                        end_step, n_tiles, known, carry, ~yes, first_position, axis_len, n_segments, x_axis_strides,
                         out_axis_strides, initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN,
                         FINISH, LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, True, EXCLUSIVE,
                         REVERSE, HAS_INITIAL, EMPTY_INDEX, INDEX_64, BLOCK_AXIS,
                         BOUNDARY_BLOCK, BLOCK_INNER)
         else:
-            tail, _, _, _ = _chunk_walk(
+            tail = _chunk_walk(
                 x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
-                end_step, n_tiles, empty_carry, yes, axis_len, n_segments, x_axis_strides,
+                end_step, n_tiles, known, empty_carry, yes, first_position, axis_len, n_segments, x_axis_strides,
                 out_axis_strides, initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN, FINISH,
                 LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, True, EXCLUSIVE, REVERSE, HAS_INITIAL,
-                EMPTY_INDEX, INDEX_64, BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)
+                EMPTY_INDEX, INDEX_64, BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)[0]
             if chunk != n_chunks - 1:
                 _publish(published_ptrs, status_ptr, ticket, tail, epoch_base + STATE_AGGREGATE,
                          BLOCK_INNER)
     else:
         tail, open_state, open_count, open_found = _chunk_walk(
             x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step, end_step,
-            n_tiles, empty_carry, yes, axis_len, n_segments, x_axis_strides, out_axis_strides,
+            n_tiles, known, empty_carry, yes, first_position, axis_len, n_segments, x_axis_strides, out_axis_strides,
             initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN, FINISH, LOAD_DTYPE, IDENTITY,
             STATE_DTYPE, SCAN, False, EXCLUSIVE, REVERSE, HAS_INITIAL, EMPTY_INDEX, INDEX_64,
             BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)
