@@ -531,14 +531,14 @@ def _route(route: Route, inplace: bool, args, kwargs):
 # has no kernel), and MAX/MIN while autograd records (torch's backward splits a positive gradient
 # evenly among tied maxima but gives a negative one to each of them in full; ours splits both).
 
-_SEGMENT_ARGS = _signature(lambda data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
-                           unsafe=False, initial=None: None)
+_SEGMENT_ARGS = _signature(lambda data, reduce, *, lengths=None, indices=None, offsets=None,
+                           axis=0, unsafe=False, initial=None: None)
 _SEGMENT_FUNCTIONS = {"sum": "SUM", "mean": "AVERAGE", "max": "MAX", "min": "MIN",
                       "prod": "MULTIPLY"}
 
 
 def _route_segment_reduce(args, kwargs):
-    """Run one torch.segment_reduce call through tritonml.segment_reduce, or return _FALL_THROUGH."""
+    """One torch.segment_reduce call run by tritonml.segment_reduce, or _FALL_THROUGH."""
     try:
         arguments = _SEGMENT_ARGS.bind(*args, **kwargs).arguments
     except TypeError:
@@ -551,7 +551,8 @@ def _route_segment_reduce(args, kwargs):
             or (lengths is None) == (offsets is None) or not _readable(x)
             or x.dtype not in FLOATS or not 1 <= x.dim() <= 8
             or type(boundaries) is not torch.Tensor or boundaries.dim() != 1
-            or boundaries.device != x.device or _index(arguments.get("axis", 0)) not in (0, -x.dim())
+            or boundaries.device != x.device
+            or _index(arguments.get("axis", 0)) not in (0, -x.dim())
             or _forward_ad_active()):
         return _FALL_THROUGH
     records = torch.is_grad_enabled() and x.requires_grad

@@ -1,9 +1,9 @@
 """Nested tensors with the jagged layout (``torch.nested.nested_tensor(..., layout=torch.jagged)``)
 in ``tritonml.cumulative_sum`` / ``cumulative_product`` / ``reduce``.
 
-A jagged tensor of shape (B, j, D...) is one buffer ``values()`` of shape (total, D...) and the B + 1
-``offsets()`` where each sequence starts: exactly the segments of the segment launchers. Served
-(docs/segments.md):
+A jagged tensor of shape (B, j, D...) is one buffer ``values()`` of shape (total, D...) and the
+B + 1 ``offsets()`` where each sequence starts: exactly the segments of the segment launchers.
+Served (docs/segments.md):
 
 - scans along the ragged dim (1): a segmented scan of the values, returned with the same offsets;
   along a dim after it: the dense scan of the values (each element's row is within one sequence);
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from ..core import checks as _checks
+from ..core import checks as _checks, torch_compat as _torch_compat
 from .segment import segment_reduce, segment_scan
 
 
@@ -29,8 +29,8 @@ def _parts(x: torch.Tensor):
     if x.layout != torch.jagged:
         raise TypeError(f"x: nested tensors with layout {x.layout} are not supported; use "
                         "layout=torch.jagged")
-    ragged = [i for i, size in enumerate(x.shape) if not isinstance(size, int)]
-    if ragged != [1]:
+    ragged = _torch_compat.jagged_ragged_dim(x)
+    if ragged != 1:
         raise TypeError(f"x: the jagged tensor's ragged dim is {ragged}; only dim 1 (the layout "
                         "torch.nested.nested_tensor makes) is supported")
     if x.lengths() is not None:

@@ -226,20 +226,18 @@ def _batched_call(info, in_dims, x, offsets, axis, run):
     return result.unflatten(axis - 1, (size, -1)), axis - 1
 
 
-@segment_reduce_op.register_vmap
-def _vmap_reduce(info, in_dims, x, offsets, function, axis, keepdims, initial):
-    if in_dims[0] is None and in_dims[1] is None:
-        return segment_reduce_op(x, offsets, function, axis, keepdims, initial), None
-    return _batched_call(info, in_dims, x, offsets, axis, lambda t, o, a: segment_reduce_op(
-        t, o, function, a, keepdims, initial))
+def _vmap_rule(op):
+    """The vmap rule of ``op(x, offsets, function, axis, *options)``."""
+    def rule(info, in_dims, x, offsets, function, axis, *options):
+        if in_dims[0] is None and in_dims[1] is None:
+            return op(x, offsets, function, axis, *options), None
+        return _batched_call(info, in_dims, x, offsets, axis,
+                             lambda t, o, a: op(t, o, function, a, *options))
+    return rule
 
 
-@segment_scan_op.register_vmap
-def _vmap_scan(info, in_dims, x, offsets, function, axis, reverse, exclusive):
-    if in_dims[0] is None and in_dims[1] is None:
-        return segment_scan_op(x, offsets, function, axis, reverse, exclusive), None
-    return _batched_call(info, in_dims, x, offsets, axis, lambda t, o, a: segment_scan_op(
-        t, o, function, a, reverse, exclusive))
+segment_reduce_op.register_vmap(_vmap_rule(segment_reduce_op))
+segment_scan_op.register_vmap(_vmap_rule(segment_scan_op))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,12 +311,17 @@ def _partials(function: str, x, offsets, output, axis: int, keepdims: bool, init
                        "index)")
 
 
-def _setup_reduce(ctx, inputs, output):
-    x, offsets, function, axis, keepdims, initial = inputs
-    ctx.function, ctx.keepdims, ctx.initial = function, keepdims, initial
-    ctx.axis = _checks.normalize_axis(axis, x.dim())
-    ctx.save_for_backward(x, offsets, output)
-    ctx.save_for_forward(x, offsets, output)
+def _setup_of(*options: str):
+    """The ``setup_context`` of an op ``(x, offsets, function, axis, *options)``: x, the offsets
+    and the output saved for either mode, the rest kept on ``ctx`` by name."""
+    def setup(ctx, inputs, output):
+        x, offsets, function, axis, *values = inputs
+        ctx.function, ctx.axis = function, _checks.normalize_axis(axis, x.dim())
+        for name, value in zip(options, values):
+            setattr(ctx, name, value)
+        ctx.save_for_backward(x, offsets, output)
+        ctx.save_for_forward(x, offsets, output)
+    return setup
 
 
 def _reduce_backward(ctx, grad):
@@ -339,8 +342,8 @@ def _reduce_jvp(ctx, x_tangent, *_):
     return tangent.unsqueeze(ctx.axis + 1) if ctx.keepdims else tangent
 
 
-differentiable_segment_reduce = differentiable(segment_reduce_op, _setup_reduce, _reduce_backward,
-                                               jvp=_reduce_jvp)
+differentiable_segment_reduce = differentiable(
+    segment_reduce_op, _setup_of("keepdims", "initial"), _reduce_backward, jvp=_reduce_jvp)
 
 
 # --- scans ---
@@ -363,14 +366,6 @@ def _shift_in_segments(t, offsets, axis: int, later: bool, reverse: bool):
     same = inside & (ids.index_select(0, source) == ids)
     moved = t.index_select(axis, source)
     return torch.where(_along(same, axis, t.dim()), moved, torch.zeros_like(moved))
-
-
-def _setup_scan(ctx, inputs, output):
-    x, offsets, function, axis, reverse, exclusive = inputs
-    ctx.function, ctx.reverse, ctx.exclusive = function, reverse, exclusive
-    ctx.axis = _checks.normalize_axis(axis, x.dim())
-    ctx.save_for_backward(x, offsets, output)
-    ctx.save_for_forward(x, offsets, output)
 
 
 def _scan_backward(ctx, grad):
@@ -422,8 +417,8 @@ def _scan_jvp(ctx, x_tangent, *_):
     return tangent
 
 
-differentiable_segment_scan = differentiable(segment_scan_op, _setup_scan, _scan_backward,
-                                             jvp=_scan_jvp)
+differentiable_segment_scan = differentiable(
+    segment_scan_op, _setup_of("reverse", "exclusive"), _scan_backward, jvp=_scan_jvp)
 
 
 # ---------------------------------------------------------------------------------------------
