@@ -544,8 +544,12 @@ def routed(monkeypatch):
     import tritonml.routing as routing
     calls = []
     inner = routing._segment_reduce
-    monkeypatch.setattr(routing, "_segment_reduce",
-                        lambda *a, **k: calls.append(a[1]) or inner(*a, **k))
+
+    def counted(*args, **kwargs):   # a call that raised fell through to torch: not counted
+        result = inner(*args, **kwargs)
+        calls.append(args[1])
+        return result
+    monkeypatch.setattr(routing, "_segment_reduce", counted)
     with tritonml.use_tritonml(("cpu",)):
         yield calls
 
@@ -591,3 +595,47 @@ def test_routed_gradient_matches_torch_and_unserved_forms_fall_through(routed):
     torch.segment_reduce(x.detach().t(), "sum", lengths=lengths.expand(2, 2), axis=1)  # N-D
     torch.segment_reduce(x.detach(), "sum", lengths=lengths, indices=None, axis=0, unsafe=True)
     assert len(routed) == 2            # only the last: 1-D lengths, float data, no grad
+
+
+# torch's OpInfo samples for segment_reduce (sample_inputs_segment_reduce in
+# torch/testing/_internal/common_methods_invocations.py: shape, axis, lengths, unsafe), each with
+# initial 1 and 2; the N-D lengths and the lengths that do not cover the axis fall through
+_TORCH_SAMPLES = (
+    ((5,), 0, [0, 1, 2, 2], False),
+    ((5,), 0, [0, 1, 2, 2], True),
+    ((5,), 0, [2, 0, 3, 0], False),
+    ((5, 5), 0, [0, 1, 2, 2], False),
+    ((10, 5, 5), 0, [1, 2, 0, 6, 0], True),
+    ((5, 5), 1, [[0, 1, 2, 2] for _ in range(5)], False),
+    ((5, 5, 5), 1, [[2, 0, 3, 0], [0, 1, 2, 2], [3, 0, 2, 0], [1, 1, 1, 2], [0, 1, 2, 2]], False),
+)
+
+
+@pytest.mark.parametrize("mode", ["lengths", "offsets"])
+@pytest.mark.parametrize("reduce", ["max", "min", *(pytest.param(r, marks=stub_gap)
+                                                    for r in ("mean", "sum", "prod"))])
+def test_routed_calls_match_torch_on_its_opinfo_samples(routed, reduce, mode):
+    g = torch.Generator().manual_seed(11)
+    served = 0
+    for (shape, axis, lengths, unsafe) in _TORCH_SAMPLES:
+        lengths = torch.tensor(lengths)
+        bounds = lengths
+        if mode == "offsets":
+            zeros = list(lengths.shape)
+            zeros[axis] = 1
+            bounds = torch.cat((lengths.new_zeros(zeros), lengths), axis).cumsum(axis)
+        for initial in (1, 2):
+            x = torch.randn(shape, generator=g, dtype=torch.float64)
+            kwargs = {mode: bounds, "axis": axis, "unsafe": unsafe, "initial": initial}
+            results, grads = [], []
+            for use in ((), ("cpu",)):
+                leaf = x.clone().requires_grad_()
+                with tritonml.use_tritonml(use):
+                    result = torch.segment_reduce(leaf, reduce, **kwargs)
+                    result.backward(torch.ones_like(result))
+                results.append(result.detach())
+                grads.append(leaf.grad)
+            torch.testing.assert_close(results[1], results[0], equal_nan=True)
+            torch.testing.assert_close(grads[1], grads[0], equal_nan=True)
+            served += bounds.dim() == 1 and lengths.sum() == shape[0]
+    assert len(routed) == (0 if reduce in ("max", "min") else served)   # max/min: grad records

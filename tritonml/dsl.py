@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import torch
 
+from .core import checks as _checks
 from .torch_ops import dtensor as _dtensor
+from .torch_ops.segment import check_segments
 from .launchers.state_combine import CombineError
 from .launchers.scan import associative_scan_states
 from .launchers.segment import segment_associative_scan
@@ -88,8 +90,6 @@ def associative_scan(combine_fn, xs, axis, *, reverse=False, exclusive=False, id
 
 def _segmented(combine_fn, xs, axis, reverse, exclusive, identity, offsets, lengths, refused):
     """``associative_scan`` restarted at every segment boundary."""
-    from .core import checks as _checks
-    from .torch_ops.segment import check_segments
     for name, value in refused.items():
         if value is not None:
             raise ValueError(f"{name}: not taken with offsets/lengths (a segmented scan has no "
