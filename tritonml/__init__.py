@@ -11,6 +11,7 @@ from .torch_ops.reduce import reduce
 from .torch_ops.reduce_with import reduce_with
 from .launchers.reduce_with import Reduction
 from .torch_ops.scan import cumulative_product, cumulative_sum
+from .torch_ops.segment import segment_reduce, segment_scan
 from .dsl import CombineError, associative_scan
 from .torch_ops.recurrence import linear_recurrence
 from .routing import disable, enable, use_tritonml
@@ -30,7 +31,7 @@ INTERPRET = _backend.INTERPRET
 
 __all__ = ["cumulative_sum", "cumulative_product", "reduce", "ReduceFunction",
            "associative_scan", "CombineError", "linear_recurrence", "reduce_with", "Reduction",
-           "reductions",
+           "reductions", "segment_reduce", "segment_scan",
            "enable", "disable", "use_tritonml", "tuning", "INTERPRET", "__version__"]
 
 
