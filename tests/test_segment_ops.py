@@ -22,12 +22,6 @@ OPS = torch.ops.tritonml
 pytestmark = pytest.mark.filterwarnings(
     "ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 
-# The segment launchers are a pure-torch stub until the Triton kernel lands; the stub does not
-# implement three documented rules (empty segments' values, ``initial``, ARGMAX/ARGMIN positions
-# along x's axis). The cases that exercise them are expected to fail against the stub only: once
-# the kernel replaces it, STUB is False and they run as plain tests.
-STUB = "TEMPORARY STUB" in (segment_launchers.__doc__ or "")
-stub_gap = pytest.mark.xfail(STUB, reason="stub launcher: empty segments, initial, ARGMAX index")
 
 
 @pytest.fixture
@@ -145,7 +139,6 @@ def test_segment_reduce_reads_non_contiguous_x_and_offsets():
     assert_matches(result, expected_reduce(x, "SUM", offsets.long(), 1))
 
 
-@stub_gap
 @pytest.mark.parametrize("function,initial", [
     ("SUM", None), ("MAX", None), ("LOG_SUM", None), ("ARGMAX", None), ("ARGMIN", None),
     ("SUM", 2.5), ("MULTIPLY", -2.0), ("MAX", 9.0), ("MIN", -9.0), ("AVERAGE", 4.0)])
@@ -156,7 +149,6 @@ def test_empty_segments_initial_and_index_rules(function, initial):
     assert_matches(result, expected_reduce(x, function, offsets, 0, initial=initial))
 
 
-@stub_gap
 def test_all_empty_and_integer_initial():
     x = torch.zeros(0, 3, dtype=torch.int32)
     result = tritonml.segment_reduce(x, "max", lengths=torch.zeros(2, dtype=torch.int64))
@@ -271,7 +263,6 @@ def test_segment_reduce_gradcheck_reverse_and_forward(function, fast):
     assert torch.autograd.gradcheck(f, (x,), check_forward_ad=True, fast_mode=fast)
 
 
-@stub_gap
 @pytest.mark.parametrize("function,initial", [("AVERAGE", 1.0), ("MAX", None)])
 def test_gradcheck_with_empty_segments(function, initial, fast):
     x = (torch.rand(5, dtype=torch.float64) + 0.5).requires_grad_()
@@ -519,7 +510,6 @@ def test_jagged_calls_compile_fullgraph():
     torch.testing.assert_close(result, torch.stack([r.cumsum(0).sum(0) for r in rows]))
 
 
-@stub_gap
 def test_jagged_argmax_gives_positions_within_each_sequence():
     nt, rows = _jagged(3)
     where = tritonml.reduce(nt, "argmax", 1, keepdims=True, index_dtype=torch.int32)
@@ -567,7 +557,6 @@ def test_routed_segment_reduce_matches_torch(routed, reduce, form):
     assert len(routed) == 1
 
 
-@stub_gap
 def test_routed_empty_segments_and_initial_match_torch(routed):
     x = make_input((5,), torch.float32, "SUM", seed=4)
     for reduce in ("sum", "mean", "max", "min", "prod"):
@@ -612,7 +601,7 @@ _TORCH_SAMPLES = (
 
 
 @pytest.mark.parametrize("mode", ["lengths", "offsets"])
-@pytest.mark.parametrize("reduce", ["max", "min", *(pytest.param(r, marks=stub_gap)
+@pytest.mark.parametrize("reduce", ["max", "min", *(r
                                                     for r in ("mean", "sum", "prod"))])
 def test_routed_calls_match_torch_on_its_opinfo_samples(routed, reduce, mode):
     g = torch.Generator().manual_seed(11)

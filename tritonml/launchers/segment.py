@@ -32,7 +32,7 @@ from tritonml_autotune.configs import SegmentConfig
 from tritonml_autotune.segments import segment_config
 
 from ..core import checks as _checks, layout as _layout
-from ..core.dtypes import ACC_TORCH_DTYPE, INT_DTYPES, TL_DTYPE, TORCH_DTYPE
+from ..core.dtypes import ACC_TORCH_DTYPE, TL_DTYPE, TORCH_DTYPE
 from ..kernels import combine as _combine
 from ..kernels.segment import segment_kernel
 from ..runtime import resident as _resident, steps as _steps
@@ -48,62 +48,66 @@ _INDEX_FUNCTIONS = ("ARGMAX", "ARGMIN")
 def segment_offsets(axis_len: int, device, *, offsets=None, lengths=None,
                     check_values: bool = True) -> torch.Tensor:
     """The int64 contiguous boundaries (n + 1 entries) from exactly one of ``offsets`` (a 1-D
-    integer tensor or list of ints: n + 1 non-decreasing boundaries from 0 to ``axis_len``) and
-    ``lengths`` (n non-negative lengths summing to ``axis_len``), on ``device``. Raises
+    integer tensor: n + 1 non-decreasing boundaries from 0 to ``axis_len``) and
+    ``lengths`` (a 1-D integer tensor: n non-negative lengths summing to ``axis_len``), on ``device``. Raises
     TypeError/ValueError naming the parameter and the rule. ``check_values=False`` skips the
-    checks that read the values."""
+    checks that read the values (under torch.compile and export, where they cannot be read)."""
     if (offsets is None) == (lengths is None):
-        raise ValueError("offsets, lengths: pass exactly one of them (offsets: the n + 1 segment "
-                         "boundaries; lengths: the n segment lengths)")
-    name = "offsets" if offsets is not None else "lengths"
-    given = offsets if offsets is not None else lengths
-    if isinstance(given, (list, tuple)) and all(type(v) is int for v in given):
-        given = torch.tensor(given, dtype=torch.int64, device=device)
-    if not isinstance(given, torch.Tensor):
-        raise TypeError(f"{name}: expected a 1-D integer tensor or a list of ints, got "
-                        f"{type(given).__name__}")
-    if given.dtype not in INT_DTYPES:
-        raise TypeError(f"{name}: dtype {given.dtype} is not an integer dtype; segment "
-                        "boundaries and lengths are integers (int64 or int32 as a rule)")
-    if given.dim() != 1:
-        raise ValueError(f"{name}: expected a 1-D tensor, got shape {tuple(given.shape)}")
-    if given.device != torch.device(device):
-        raise ValueError(f"{name}: is on {given.device} but x is on {device}; pass {name} on "
-                         "x's device")
-    if offsets is not None and given.numel() == 0:
-        raise ValueError("offsets: is empty; n segments need n + 1 boundaries (offsets[0] == 0 "
-                         "and offsets[-1] == the axis length)")
-    values = given.to(torch.int64)
+        raise ValueError("offsets, lengths: pass exactly one of them (offsets: n + 1 boundaries; "
+                         "lengths: n segment lengths)")
+    name, given = ("offsets", offsets) if offsets is not None else ("lengths", lengths)
+    _check_boundary_tensor(name, given, torch.device(device))
     if check_values:
-        _check_values(name, values, axis_len)
-    if lengths is not None:
+        _check_values(given if name == "offsets" else None,
+                      given if name == "lengths" else None, axis_len)
+    values = given.to(torch.int64)
+    if name == "lengths":
         values = torch.cat([values.new_zeros(1), torch.cumsum(values, 0)])
     return values.contiguous()
 
 
-def _check_values(name: str, values: torch.Tensor, axis_len: int) -> None:
-    if name == "lengths":
-        negative = torch.nonzero(values < 0)
-        if negative.numel():
-            i = int(negative[0])
-            raise ValueError(f"lengths: lengths[{i}] = {int(values[i])} is negative; segment "
-                             "lengths are >= 0")
-        total = int(values.sum()) if values.numel() else 0
+def _check_boundary_tensor(name: str, t, device) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a 1-D integer torch.Tensor, got {type(t).__name__}; "
+                        f"wrap it with torch.tensor(..., device=x.device)")
+    if t.dim() != 1:
+        raise ValueError(f"{name}: expected a 1-D tensor, got shape {tuple(t.shape)}")
+    if t.dtype == torch.bool or t.dtype.is_floating_point or t.dtype.is_complex:
+        raise TypeError(f"{name}: expected an integer dtype (int32 or int64), got {t.dtype}")
+    if t.device != device:
+        raise ValueError(f"{name}: tensor is on {t.device} but x is on {device}; "
+                         f"{name} must be on x's device")
+    if name == "offsets" and t.numel() == 0:
+        raise ValueError("offsets: is empty; n segments need n + 1 boundaries (offsets[0] == 0, "
+                         "offsets[-1] == x.shape[axis]), so at least one")
+
+
+def _check_values(offsets, lengths, axis_len: int) -> None:
+    """The checks that read the boundaries: one device sync, more only to name a bad entry."""
+    if lengths is not None:
+        if lengths.numel() == 0:
+            total, negative = 0, False
+        else:
+            total, negative = torch.stack([lengths.sum(), (lengths < 0).any()]).tolist()
+        if negative:
+            i = int((lengths < 0).nonzero()[0])
+            raise ValueError(f"lengths: must be non-negative, but lengths[{i}] = "
+                             f"{int(lengths[i])}")
         if total != axis_len:
-            raise ValueError(f"lengths: sum to {total}, but the axis has {axis_len} positions; "
-                             "the segments must cover the axis exactly")
+            raise ValueError(f"lengths: sum to {total}, but x.shape[axis] is {axis_len}; the "
+                             "segments must cover the axis exactly")
         return
-    if int(values[0]) != 0:
-        raise ValueError(f"offsets: offsets[0] = {int(values[0])}, must be 0 (the first segment "
-                         "starts at the axis' first position)")
-    if int(values[-1]) != axis_len:
-        raise ValueError(f"offsets: offsets[-1] = {int(values[-1])}, must equal the axis length "
-                         f"{axis_len} (the last segment ends at the axis' end)")
-    decreasing = torch.nonzero(values[1:] < values[:-1])
-    if decreasing.numel():
-        i = int(decreasing[0]) + 1
-        raise ValueError(f"offsets: offsets[{i}] = {int(values[i])} < offsets[{i - 1}] = "
-                         f"{int(values[i - 1])}; boundaries must be non-decreasing")
+    first, last, decreasing = torch.stack([offsets[0], offsets[-1],
+                                           (offsets[1:] < offsets[:-1]).any()]).tolist()
+    if first != 0:
+        raise ValueError(f"offsets: must start at 0, but offsets[0] = {first}")
+    if decreasing:
+        i = int((offsets[1:] < offsets[:-1]).nonzero()[0])
+        raise ValueError(f"offsets: must be non-decreasing, but offsets[{i}] = "
+                         f"{int(offsets[i])} > offsets[{i + 1}] = {int(offsets[i + 1])}")
+    if last != axis_len:
+        raise ValueError(f"offsets: the last boundary offsets[-1] = {last} must equal "
+                         f"x.shape[axis] = {axis_len}")
 
 
 def _check_offsets_meta(offsets: torch.Tensor, device) -> None:

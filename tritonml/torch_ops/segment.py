@@ -41,22 +41,6 @@ _SCANS = {"SUM": SUM, "PRODUCT": PRODUCT}
 # ---------------------------------------------------------------------------------------------
 # Argument checks (metadata always; the values of offsets/lengths in eager code only)
 # ---------------------------------------------------------------------------------------------
-def _check_boundary_tensor(name: str, t, device) -> None:
-    if not isinstance(t, torch.Tensor):
-        raise TypeError(f"{name}: expected a 1-D integer torch.Tensor, got {type(t).__name__}; "
-                        f"wrap it with torch.tensor(..., device=x.device)")
-    if t.dim() != 1:
-        raise ValueError(f"{name}: expected a 1-D tensor, got shape {tuple(t.shape)}")
-    if t.dtype == torch.bool or t.dtype.is_floating_point or t.dtype.is_complex:
-        raise TypeError(f"{name}: expected an integer dtype (int32 or int64), got {t.dtype}")
-    if t.device != device:
-        raise ValueError(f"{name}: tensor is on {t.device} but x is on {device}; "
-                         f"{name} must be on x's device")
-    if name == "offsets" and t.numel() == 0:
-        raise ValueError("offsets: is empty; n segments need n + 1 boundaries (offsets[0] == 0, "
-                         "offsets[-1] == x.shape[axis]), so at least one")
-
-
 def values_readable(t: torch.Tensor) -> bool:
     """Whether reading ``t``'s values is possible and cheap enough to check: a plain tensor in
     eager code (not traced by torch.compile or export, not inside a torch.func transform)."""
@@ -65,49 +49,15 @@ def values_readable(t: torch.Tensor) -> bool:
             and _torch_compat.current_dispatch_mode() is None)
 
 
-def _check_values(offsets, lengths, axis_len: int) -> None:
-    """The checks that read the boundaries: one device sync, more only to name a bad entry."""
-    if lengths is not None:
-        if lengths.numel() == 0:
-            total, negative = 0, False
-        else:
-            total, negative = torch.stack([lengths.sum(), (lengths < 0).any()]).tolist()
-        if negative:
-            i = int((lengths < 0).nonzero()[0])
-            raise ValueError(f"lengths: must be non-negative, but lengths[{i}] = "
-                             f"{int(lengths[i])}")
-        if total != axis_len:
-            raise ValueError(f"lengths: sum to {total}, but x.shape[axis] is {axis_len}; the "
-                             "segments must cover the axis exactly")
-        return
-    first, last, decreasing = torch.stack([offsets[0], offsets[-1],
-                                           (offsets[1:] < offsets[:-1]).any()]).tolist()
-    if first != 0:
-        raise ValueError(f"offsets: must start at 0, but offsets[0] = {first}")
-    if decreasing:
-        i = int((offsets[1:] < offsets[:-1]).nonzero()[0])
-        raise ValueError(f"offsets: must be non-decreasing, but offsets[{i}] = "
-                         f"{int(offsets[i])} > offsets[{i + 1}] = {int(offsets[i + 1])}")
-    if last != axis_len:
-        raise ValueError(f"offsets: the last boundary offsets[-1] = {last} must equal "
-                         f"x.shape[axis] = {axis_len}")
-
-
 def check_segments(x: torch.Tensor, axis: int, offsets, lengths) -> torch.Tensor:
     """The int64 contiguous offsets of the segments of ``x``'s ``axis`` (already normalized), from
     exactly one of ``offsets`` / ``lengths``, every check raising before anything is launched.
     The checks that read the values run in eager code only (``values_readable``): under
     torch.compile, export and torch.func transforms they are skipped, as torch.segment_reduce's
     with unsafe=True."""
-    if (offsets is None) == (lengths is None):
-        raise ValueError("offsets, lengths: pass exactly one of them (offsets: n + 1 boundaries; "
-                         "lengths: n segment lengths)")
-    name, given = ("offsets", offsets) if offsets is not None else ("lengths", lengths)
-    _check_boundary_tensor(name, given, x.device)
-    if values_readable(given):
-        _check_values(offsets, lengths, x.shape[axis])
+    given = offsets if offsets is not None else lengths
     return segment_offsets(x.shape[axis], x.device, offsets=offsets, lengths=lengths,
-                           check_values=False)
+                           check_values=given is None or values_readable(given))
 
 
 def _check_x(x, name: str = "x") -> None:
