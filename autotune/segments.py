@@ -14,11 +14,12 @@ from tritonml_autotune.configs import MAX_SCAN_WINDOW, SegmentConfig
 from .heuristics import _choose_for, next_pow2
 
 PROGRAMS_PER_SM = 4
-# Lanes of one tile: 2048 at 8 warps (8 lanes a thread) keeps a tile's state, flags, segment ids
-# and positions in registers for states of up to two 8-byte components, with no spills on
-# sm_80/sm_90 (tests/test_segment_compile.py); wider states take half as many. Long tiles keep the
-# per-tile searches of the boundaries a small share of the bytes (tests/test_segment_bytes.py).
-TILE_LANES = 2048
+# Lanes of one tile: 1024 at 8 warps (4 lanes a thread) keeps a tile's state, flags, segment ids
+# and positions in registers for states of up to two 8-byte components (at most a 16-byte spill
+# on sm_80/sm_90, tests/test_segment_compile.py); wider states take half as many. 2048 lanes
+# spill hundreds of bytes. A tile's searches of the boundaries stay a small share of its bytes
+# (tests/test_segment_bytes.py).
+TILE_LANES = 1024
 NUM_WARPS = 8
 MAX_BLOCK_INNER = 64
 

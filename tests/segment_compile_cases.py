@@ -18,9 +18,11 @@ from tritonml_autotune import devices
 
 # (name, shape, axis): segments along a contiguous axis, and along a strided one
 LAYOUTS = {"rows": ((64, 1 << 16), 1), "columns": ((1 << 14, 256), 0)}
-# A dtype per class (a float32 state of float64, a half type's float32, a 64-bit integer one);
-# the layout column adds the strided-axis tile for a few of them.
-REDUCE_DTYPES = (torch.float32, torch.bfloat16, torch.int32)
+# Every function on float32 (a float64 state); the other dtype classes (a half type's float32
+# state, integers' 64-bit one) on a few; the strided-axis tile on a few more.
+REDUCE_DTYPES = (torch.float32,)
+ROW_CASES = (("ARGMAX", torch.bfloat16), ("SUM", torch.int32), ("MAX", torch.uint8),
+             ("LOG_SUM_EXP", torch.float16))
 SCAN_DTYPES = (torch.float32, torch.int64)
 COLUMN_CASES = (("SUM", torch.float32), ("ARGMAX", torch.float16), ("LOG_SUM_EXP", torch.float32))
 
@@ -37,19 +39,21 @@ def _record(call, case: dict) -> list:
 
 
 def segment_launches(layouts=tuple(LAYOUTS)) -> list:
-    """Rows: every reduce function x dtype it accepts, the scans x dtype x direction x
-    exclusive, a user reduction (Welford) and ``initial``; columns: ``COLUMN_CASES`` and a
-    reversed exclusive scan."""
+    """Rows: every reduce function on float32 and ``ROW_CASES``, the float32 scans in both
+    directions, inclusive and exclusive, and a reversed exclusive scan of the other dtypes, a user
+    reduction (Welford) and ``initial``; columns: ``COLUMN_CASES`` and a reversed exclusive
+    scan."""
     descriptions = []
     for layout in layouts:
         shape, axis = LAYOUTS[layout]
         offsets = torch.tensor([0, 5, 5, shape[axis] // 2, shape[axis]], dtype=torch.int64)
         rows = layout == "rows"
-        for record, dtype in itertools.product(RECORDS.values(), REDUCE_DTYPES + (torch.float16,)):
-            if record.float_only and not dtype.is_floating_point:
-                continue
-            if (record.name, dtype) not in COLUMN_CASES and (not rows or dtype not in
-                                                             REDUCE_DTYPES):
+        dtypes = REDUCE_DTYPES + tuple({d for _, d in ROW_CASES + COLUMN_CASES})
+        for record, dtype in itertools.product(RECORDS.values(), dtypes):
+            case = (record.name, dtype)
+            wanted = (case in ROW_CASES or dtype in REDUCE_DTYPES) if rows else \
+                case in COLUMN_CASES
+            if not wanted:
                 continue
             x = torch.empty(shape, dtype=dtype)
             descriptions += _record(
@@ -57,8 +61,8 @@ def segment_launches(layouts=tuple(LAYOUTS)) -> list:
                 dict(layout=layout, op=record.name, dtype=str(dtype)))
         for record, dtype, reverse, exclusive in itertools.product(
                 (SUM, PRODUCT), SCAN_DTYPES, (False, True), (False, True)):
-            if not rows and (record, dtype, reverse, exclusive) != (SUM, torch.float32, True,
-                                                                    True):
+            if (not rows or dtype != torch.float32) and (record, reverse, exclusive) != (
+                    SUM, True, True):
                 continue
             x = torch.empty(shape, dtype=dtype)
             descriptions += _record(

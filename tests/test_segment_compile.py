@@ -1,0 +1,39 @@
+"""The segment kernel compiles for sm_80 and sm_90 in the specializations a GPU runs
+(tests/segment_compile_cases.py), without a GPU: no spill beyond ``MAX_SEGMENT_STACK_BYTES``,
+no local-memory access in a loop, and 128-bit loads of x where its axis is contiguous."""
+import pytest
+
+import tritonml
+from tests.segment_compile_cases import segment_launches
+from tritonml.bench.gpu_compile import compile_in_subprocess
+
+pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="compiles for a GPU without one")
+
+# ptxas keeps spills in the stack frame: the float32 SUM reduction spills 16 bytes at 8 warps
+# (tile 1024 x 1, autotune/segments.py); a larger frame is a regression.
+MAX_SEGMENT_STACK_BYTES = 16
+
+
+@pytest.fixture(scope="module")
+def compiled_segments():
+    return compile_in_subprocess(segment_launches(), archs=(80, 90), timeout=1800)
+
+
+def test_every_segment_specialization_compiles_for_sm80_and_sm90(compiled_segments):
+    failed = [(r["case"], r["arch"], r.get("error", "")[-300:]) for r in compiled_segments
+              if not r.get("ok", True) or r.get("error")]
+    assert not failed, failed[:3]
+
+
+def test_segment_kernels_do_not_spill_on_sm80_and_sm90(compiled_segments):
+    spilling = [(r["case"], r["arch"], r.get("registers"), r.get("stack_bytes"))
+                for r in compiled_segments
+                if r.get("local_bytes", 0) or r.get("local_accesses_in_loops", 0)
+                or r.get("stack_bytes", 0) > MAX_SEGMENT_STACK_BYTES]
+    assert not spilling, spilling[:5]
+
+
+def test_segment_rows_load_128_bit_vectors_on_sm80_and_sm90(compiled_segments):
+    narrow = [(r["case"], r["arch"], r["max_load_bits"]) for r in compiled_segments
+              if r["case"]["layout"] == "rows" and r["max_load_bits"] < 128]
+    assert not narrow, narrow[:5]
