@@ -248,6 +248,37 @@ def test_linear_recurrence_of_a_0d_sequence():
 
 
 # ---------------------------------------------------------------------------------------------
+# Other dtypes: tangents in the input's dtype, within a few of its ulps of float64's
+# ---------------------------------------------------------------------------------------------
+# |got - want| <= BOUND * max(|want|, 1): tangents are several rounded steps (elementwise in the
+# dtype, then a scan or reduction that accumulates wider), a few ulps of each dtype.
+BOUND = {torch.float32: 1e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
+
+
+@pytest.mark.parametrize("dtype", list(BOUND))
+def test_tangents_in_other_float_dtypes(dtype):
+    x, t = _f64(3, 6), _f64(3, 6, seed=1)
+    x[0, 2] = 0.0
+    cases = [
+        (lambda x: tritonml.cumulative_sum(x, 1, reverse=True),
+         lambda x: torch.cumsum(x.flip(1), 1).flip(1)),
+        (lambda x: tritonml.cumulative_product(x, 1), lambda x: torch.cumprod(x, 1)),
+        (lambda x: tritonml.reduce(x, "log_sum_exp", 1), lambda x: torch.logsumexp(x, 1, True)),
+        (lambda x: tritonml.reduce(x, "l2", 1),
+         lambda x: torch.linalg.vector_norm(x, dim=1, keepdim=True)),
+        (lambda x: tritonml.reduce(x, "multiply", 1), lambda x: torch.prod(x, 1, True)),
+        (lambda x: tritonml.linear_recurrence(x.sigmoid(), x, 1),
+         lambda x: _loop_recurrence(1, False)(x.sigmoid(), x)),
+    ]
+    for ours, theirs in cases:
+        _, got = jvp(ours, (x.to(dtype),), (t.to(dtype),))
+        _, want = jvp(theirs, (x.to(dtype).double(),), (t.to(dtype).double(),))
+        assert got.dtype == dtype
+        error = ((got.double() - want).abs() / want.abs().clamp(min=1)).max().item()
+        assert error <= BOUND[dtype], (ours, error)
+
+
+# ---------------------------------------------------------------------------------------------
 # vmap of jvp (jacfwd) and jvp of vjp (Hessians), torch.autograd.forward_ad
 # ---------------------------------------------------------------------------------------------
 def test_jacfwd_and_hessian_match_torch():

@@ -169,6 +169,12 @@ def _inclusive_product_grad(scan, x, inclusive, grad, axis: int, reverse: bool):
                        torch.where(first_zero, at_zero, torch.zeros_like(x)))
 
 
+def _put_first(first, rest, axis: int, reverse: bool):
+    """``rest`` with ``first`` (its shape without ``axis``) put first in traversal order."""
+    first = first.unsqueeze(axis)
+    return torch.cat([rest, first], axis) if reverse else torch.cat([first, rest], axis)
+
+
 def _product_backward(scan, x, output, initial, grad, axis, reverse, exclusive):
     """An exclusive product is the inclusive one shifted a step, so its gradient is the inclusive
     gradient of the shifted ``grad``. With an initial, the scan is the inclusive product of
@@ -186,9 +192,8 @@ def _product_backward(scan, x, output, initial, grad, axis, reverse, exclusive):
     if scalar:  # a 0-d x acts as shape [1]
         x, grad = x.unsqueeze(0), grad.unsqueeze(0)
     n = x.shape[axis]
-    first = initial.unsqueeze(axis)
-    z = torch.cat([x, first], axis) if reverse else torch.cat([first, x], axis)
-    zero = torch.zeros_like(first)
+    z = _put_first(initial, x, axis, reverse)
+    zero = torch.zeros_like(initial.unsqueeze(axis))
     # zero where z's product holds no output: the initial's own (inclusive) or the last (exclusive)
     padded = torch.cat([grad, zero], axis) if exclusive != reverse else \
         torch.cat([zero, grad], axis)
@@ -279,15 +284,11 @@ def _product_jvp(scan, x, output, initial, x_tangent, initial_tangent, axis, rev
         n = x.shape[axis]
         if initial_tangent is None:
             initial_tangent = torch.zeros_like(initial)
-
-        def put_first(first, rest):
-            first = first.unsqueeze(axis)
-            return torch.cat([rest, first], axis) if reverse else torch.cat([first, rest], axis)
-        z = put_first(initial, x)
+        z = _put_first(initial, x, axis, reverse)
         inclusive = scan(PRODUCT, z, axis, reverse, False)
-        tangent_z = _inclusive_product_tangent(scan, z, inclusive,
-                                               put_first(initial_tangent, x_tangent), axis,
-                                               reverse)
+        tangent_z = _inclusive_product_tangent(
+            scan, z, inclusive, _put_first(initial_tangent, x_tangent, axis, reverse), axis,
+            reverse)
         tangent = tangent_z.narrow(axis, 1 if exclusive == reverse else 0, n)
     return (tangent.squeeze(0) if scalar else tangent).to(output.dtype)
 
