@@ -12,8 +12,9 @@ function that tritonml reads anywhere:
 - the dtypes accepted (``float_only``) and the output's (the input's, or ``index_dtype`` for the
   functions that return an index, ``uses_index``);
 - the gradient (``backward``, in the convention of ``Reduction.backward``: torch's autograd
-  calls it for ``tritonml.reduce``, and ``tritonml.reduce_with`` for any ``Reduction``);
-  None where there is none (ARGMAX, ARGMIN: their output is an index);
+  calls it for ``tritonml.reduce``, and ``tritonml.reduce_with`` for any ``Reduction``) and the
+  forward-mode derivative (``jvp``, likewise ``Reduction.jvp``'s); None where there is none
+  (ARGMAX, ARGMIN: their output is an index);
 - the distributed fold (``fold``: how ``tritonml.distributed.reduce`` merges the ranks' partial
   results);
 - torch's eager twin (``torch_twin``), which the benchmarks time and check against.
@@ -93,8 +94,8 @@ class ReduceRecord(Reduction):
 
     @classmethod
     def of(cls, function: ReduceFunction, *, prepare, merge, along, finish, state,
-           float_only: bool = False, returns_index: bool = False, backward=None, fold: Fold,
-           torch_twin) -> "ReduceRecord":
+           float_only: bool = False, returns_index: bool = False, backward=None, jvp=None,
+           fold: Fold, torch_twin) -> "ReduceRecord":
         def torch_state(dtypes):
             return tuple(TORCH_DTYPE[d] for d, _ in state(dtypes[0], False))
 
@@ -107,8 +108,8 @@ class ReduceRecord(Reduction):
                    state_dtypes=torch_state, output_dtypes=output_dtypes, along=along,
                    load_dtypes=lambda dtypes: torch_state(dtypes)[:1],
                    check=_floats_only(function.name) if float_only else None,
-                   uses_index=returns_index, backward=backward, function=function, state=state,
-                   float_only=float_only, fold=fold, torch_twin=torch_twin)
+                   uses_index=returns_index, backward=backward, jvp=jvp, function=function,
+                   state=state, float_only=float_only, fold=fold, torch_twin=torch_twin)
 
     def kernel_state(self, dtypes: tuple, index_64: bool) -> tuple:
         """``(LOAD_DTYPES, STATE_DTYPES, IDENTITIES)`` for the kernels: the input converted to the
@@ -171,18 +172,35 @@ def max_and_exp_sum(dtype, index_64):
 
 
 # ---------------------------------------------------------------------------------------------
-# Gradients (``Reduction.backward``: xs, outputs and grad_outputs with the reduced axes kept)
+# Derivatives: ``Reduction.backward`` and ``Reduction.jvp`` (xs, outputs, and grad_outputs or
+# tangents; outputs and grad_outputs with the reduced axes kept). For one input and one output,
+# ``d y = sum over the axes of (d y / d x) * d x``: a function whose gradient is ``weights * grad``
+# has the jvp ``sum(weights * tangent)`` (torch's prod and norm jvps are written so too).
 # ---------------------------------------------------------------------------------------------
 def _reduce_kept(t, function: str, axes):
     """``function`` over ``axes`` (() for a 0-d ``t``) with the rank kept, on tritonml's kernels
-    and differentiable, so a gradient has a gradient (double backward)."""
+    and differentiable, so a derivative has a derivative (double backward, jacfwd of jacrev)."""
     # the torch op sits a layer above the records, which its autograd reads
     from .torch_ops.reduce import differentiable_reduce
     return differentiable_reduce(t, function, list(axes), True, torch.int64)
 
 
+def _weighted(weights):
+    """``(backward, jvp)`` of a reduction whose derivative in x is ``weights(x, y, axes)``."""
+    def backward(xs, outputs, grads, axes):
+        return (weights(xs[0], outputs[0], axes) * grads[0],)
+
+    def jvp(xs, outputs, tangents, axes):
+        return (_reduce_kept(weights(xs[0], outputs[0], axes) * tangents[0], "SUM", axes),)
+    return backward, jvp
+
+
 def _sum_backward(xs, outputs, grads, axes):
     return (grads[0].expand(xs[0].shape),)
+
+
+def _sum_jvp(xs, outputs, tangents, axes):
+    return (_reduce_kept(tangents[0], "SUM", axes),)   # linear: torch's sum is auto_linear
 
 
 def _average_backward(xs, outputs, grads, axes):
@@ -191,19 +209,15 @@ def _average_backward(xs, outputs, grads, axes):
     return ((grad / count).expand(x.shape),)
 
 
-def _sum_square_backward(xs, outputs, grads, axes):
-    return (2 * xs[0] * grads[0],)
+def _average_jvp(xs, outputs, tangents, axes):
+    return (_reduce_kept(tangents[0], "AVERAGE", axes),)   # linear, as torch's mean
 
 
-def _l1_backward(xs, outputs, grads, axes):
-    return (torch.sign(xs[0]) * grads[0],)
-
-
-def _l2_backward(xs, outputs, grads, axes):
-    """x / ||x||, and 0 where the norm is 0 (the subgradient torch's norm uses)."""
-    (x,), (y,), (grad,) = xs, outputs, grads
+def _l2_weights(x, y, axes):
+    """x / ||x||, and 0 where the norm is 0 (the subgradient torch's norm uses, and its jvp's
+    masked_fill)."""
     zero = torch.zeros_like(x)
-    return (torch.where(y == 0, zero, x / torch.where(y == 0, torch.ones_like(y), y)) * grad,)
+    return torch.where(y == 0, zero, x / torch.where(y == 0, torch.ones_like(y), y))
 
 
 def _log_sum_backward(xs, outputs, grads, axes):
@@ -211,37 +225,58 @@ def _log_sum_backward(xs, outputs, grads, axes):
     return ((grad / _reduce_kept(x, "SUM", axes)).expand(x.shape),)
 
 
-def _log_sum_exp_backward(xs, outputs, grads, axes):
-    """softmax: exp(x - logsumexp) for finite results; -inf (every element -inf) gives 0; +inf
-    splits evenly over the +inf elements."""
-    (x,), (y,), (grad,) = xs, outputs, grads
+def _log_sum_jvp(xs, outputs, tangents, axes):
+    (x,), (tangent,) = xs, tangents
+    return (_reduce_kept(tangent, "SUM", axes) / _reduce_kept(x, "SUM", axes),)
+
+
+def _softmax(x, y, axes):
+    """LOG_SUM_EXP's derivative: exp(x - logsumexp) for finite results; -inf (every element
+    -inf) gives 0; +inf splits evenly over the +inf elements."""
     finite = torch.isfinite(y)
     shifted = torch.exp(x - torch.where(finite, y, torch.zeros_like(y)))
     at_inf = ((x == y) & (y == float("inf"))).to(x.dtype)
-    softmax = torch.where(finite, shifted,
-                          at_inf / torch.clamp(_reduce_kept(at_inf, "SUM", axes), min=1))
-    return (softmax * grad,)
+    return torch.where(finite, shifted,
+                       at_inf / torch.clamp(_reduce_kept(at_inf, "SUM", axes), min=1))
+
+
+def _selected(x, y):
+    """The elements an extremum's derivative reads: those equal to it, or the NaNs of a NaN."""
+    return (x == y) | (x.isnan() & y.isnan())
 
 
 def _extremum_backward(xs, outputs, grads, axes):
     """Evenly over ties, as torch's amax/amin; a NaN result sends it to the NaNs."""
     (x,), (y,), (grad,) = xs, outputs, grads
-    selected = ((x == y) | (x.isnan() & y.isnan())).to(x.dtype)
+    selected = _selected(x, y).to(x.dtype)
     return (selected / _reduce_kept(selected, "SUM", axes) * grad,)
 
 
-def _multiply_backward(xs, outputs, grads, axes):
-    """The product of the other elements: y / x without zeros; with one zero, the product of the
-    rest at the zero and 0 elsewhere; with two or more, 0 everywhere."""
-    (x,), (y,), (grad,) = xs, outputs, grads
+def _extremum_jvp(xs, outputs, tangents, axes):
+    """The mean of the tangents at the selected elements, as torch's amaxamin_jvp."""
+    (x,), (y,), (tangent,) = xs, outputs, tangents
+    selected = _selected(x, y)
+    picked = _reduce_kept(torch.where(selected, tangent, torch.zeros_like(tangent)), "SUM", axes)
+    return (picked / _reduce_kept(selected.to(tangent.dtype), "SUM", axes),)
+
+
+def _product_of_others(x, y, axes):
+    """MULTIPLY's derivative, the product of the other elements: y / x without zeros; with one
+    zero, the product of the rest at the zero and 0 elsewhere; with two or more, 0 everywhere."""
     is_zero = x == 0
     ones = torch.ones_like(x)
     zeros = _reduce_kept(is_zero.to(x.dtype), "SUM", axes)
     others = _reduce_kept(torch.where(is_zero, ones, x), "MULTIPLY", axes)
     no_zero = torch.where(zeros == 0, y, torch.zeros_like(y)) / torch.where(is_zero, ones, x)
-    product = torch.where(is_zero, torch.where(zeros == 1, others, torch.zeros_like(others)),
-                          no_zero)
-    return (product * grad,)
+    return torch.where(is_zero, torch.where(zeros == 1, others, torch.zeros_like(others)),
+                       no_zero)
+
+
+_SUM_SQUARE = _weighted(lambda x, y, axes: 2 * x)
+_L1 = _weighted(lambda x, y, axes: torch.sign(x))
+_L2 = _weighted(_l2_weights)
+_LOG_SUM_EXP = _weighted(_softmax)
+_MULTIPLY = _weighted(_product_of_others)
 
 
 def _single(dims):
@@ -265,43 +300,44 @@ RECORDS = {record.function: record for record in (
                     torch_twin=lambda x, d: x.argmin(dim=_single(d), keepdim=True)),
     ReduceRecord.of(_RF.AVERAGE, prepare=_c.keep_value, merge=_c.add_values, along=_c.sum_along,
                     finish=_c.finish_mean, state=accumulated(0), float_only=True,
-                    backward=_average_backward, fold=Fold("mean"),
+                    backward=_average_backward, jvp=_average_jvp, fold=Fold("mean"),
                     torch_twin=lambda x, d: x.mean(dim=d, keepdim=True)),
     ReduceRecord.of(_RF.L1, prepare=_c.abs_value, merge=_c.add_values, along=_c.sum_along,
-                    finish=_c.finish_value, state=accumulated(0), backward=_l1_backward,
+                    finish=_c.finish_value, state=accumulated(0), backward=_L1[0], jvp=_L1[1],
                     fold=Fold("stack", "SUM"),
                     torch_twin=lambda x, d: x.abs().sum(dim=d, keepdim=True)),
     ReduceRecord.of(_RF.L2, prepare=_c.square_value, merge=_c.add_values, along=_c.sum_along,
                     finish=_c.finish_sqrt, state=accumulated(0), float_only=True,
-                    backward=_l2_backward, fold=Fold("stack", "L2"),
+                    backward=_L2[0], jvp=_L2[1], fold=Fold("stack", "L2"),
                     torch_twin=lambda x, d: torch.linalg.vector_norm(x, 2, dim=d, keepdim=True)),
     ReduceRecord.of(_RF.LOG_SUM, prepare=_c.keep_value, merge=_c.add_values, along=_c.sum_along,
                     finish=_c.finish_log, state=accumulated(0), float_only=True,
-                    backward=_log_sum_backward, fold=Fold("mean"),
+                    backward=_log_sum_backward, jvp=_log_sum_jvp, fold=Fold("mean"),
                     torch_twin=lambda x, d: x.sum(dim=d, keepdim=True).log()),
     ReduceRecord.of(_RF.LOG_SUM_EXP, prepare=_c.value_and_unit_sum, merge=_c.logsumexp_values,
                     along=_c.logsumexp_along, finish=_c.finish_logsumexp, state=max_and_exp_sum,
-                    float_only=True, backward=_log_sum_exp_backward,
+                    float_only=True, backward=_LOG_SUM_EXP[0], jvp=_LOG_SUM_EXP[1],
                     fold=Fold("stack", "LOG_SUM_EXP"),
                     torch_twin=lambda x, d: torch.logsumexp(x, dim=d, keepdim=True)),
     ReduceRecord.of(_RF.MAX, prepare=_c.keep_value, merge=_c.max_values, along=_c.max_along,
                     finish=_c.finish_value, state=compared(largest=True),
-                    backward=_extremum_backward, fold=Fold("stack", "MAX"),
+                    backward=_extremum_backward, jvp=_extremum_jvp, fold=Fold("stack", "MAX"),
                     torch_twin=lambda x, d: x.amax(dim=d, keepdim=True)),
     ReduceRecord.of(_RF.MIN, prepare=_c.keep_value, merge=_c.min_values, along=_c.min_along,
                     finish=_c.finish_value, state=compared(largest=False),
-                    backward=_extremum_backward, fold=Fold("stack", "MIN"),
+                    backward=_extremum_backward, jvp=_extremum_jvp, fold=Fold("stack", "MIN"),
                     torch_twin=lambda x, d: x.amin(dim=d, keepdim=True)),
     ReduceRecord.of(_RF.MULTIPLY, prepare=_c.keep_value, merge=_c.mul_values, along=_c.prod_along,
-                    finish=_c.finish_value, state=accumulated(1), backward=_multiply_backward,
-                    fold=Fold("stack", "MULTIPLY"),
+                    finish=_c.finish_value, state=accumulated(1), backward=_MULTIPLY[0],
+                    jvp=_MULTIPLY[1], fold=Fold("stack", "MULTIPLY"),
                     torch_twin=lambda x, d: x.prod(dim=_single(d), keepdim=True)),
     ReduceRecord.of(_RF.SUM, prepare=_c.keep_value, merge=_c.add_values, along=_c.sum_along,
                     finish=_c.finish_value, state=accumulated(0), backward=_sum_backward,
-                    fold=Fold("stack", "SUM"), torch_twin=lambda x, d: x.sum(dim=d, keepdim=True)),
+                    jvp=_sum_jvp, fold=Fold("stack", "SUM"),
+                    torch_twin=lambda x, d: x.sum(dim=d, keepdim=True)),
     ReduceRecord.of(_RF.SUM_SQUARE, prepare=_c.square_value, merge=_c.add_values,
                     along=_c.sum_along, finish=_c.finish_value, state=accumulated(0),
-                    backward=_sum_square_backward, fold=Fold("stack", "SUM"),
+                    backward=_SUM_SQUARE[0], jvp=_SUM_SQUARE[1], fold=Fold("stack", "SUM"),
                     torch_twin=lambda x, d: (x * x).sum(dim=d, keepdim=True)),
 )}
 del _RF

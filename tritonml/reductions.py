@@ -21,8 +21,8 @@ outputs have the input's dtype. Integer and bool inputs are refused (as torch.va
 convert them to a floating-point dtype first. n is held in the state's float dtype (exact up to
 2**24 elements per state in float32; beyond, its relative error is at most 2**-24).
 
-Gradients: the closed form torch.var_mean uses (``welford_backward``), so var and mean are
-differentiable in x through ``reduce_with``.
+Gradients: the closed form torch.var_mean uses (``welford_backward``, and ``welford_jvp`` for
+forward mode), so var and mean are differentiable in x through ``reduce_with``.
 """
 from __future__ import annotations
 
@@ -148,11 +148,27 @@ def welford_backward(correction: int):
     return backward
 
 
+def welford_jvp(correction: int):
+    """The tangents of (var, mean), as torch.var_mean's: d var = 2 sum((x - mean) dx) /
+    (n - correction), d mean = the mean of dx; the sums on tritonml's kernels."""
+    def jvp(xs, outputs, tangents, axes):
+        # the torch op sits a layer above the launchers this module builds on
+        from .torch_ops.reduce import reduce
+        (x,), (_, mean), (tangent,) = xs, outputs, tangents
+        n = math.prod(x.shape[a] for a in axes)
+        scale = 2.0 / (n - correction) if n != correction else math.inf   # as the backward
+        axes = list(axes) or None          # () for a 0-d x: its one element
+        return (scale * reduce(tangent * (x - mean), "SUM", axes),
+                reduce(tangent, "AVERAGE", axes))
+    return jvp
+
+
 def _welford(name, finish, correction):
     return Reduction(name, welford_prepare, welford_merge, finish, identity=(0.0, 0.0, 0.0),
                      state_dtypes=_state_dtypes, output_dtypes=_output_dtypes, inputs=1,
                      outputs=2, along=welford_along, load_dtypes=_load_dtypes,
-                     check=_check_float, backward=welford_backward(correction))
+                     check=_check_float, backward=welford_backward(correction),
+                     jvp=welford_jvp(correction))
 
 
 welford = _welford("welford", welford_finish_unbiased, 1)

@@ -59,6 +59,13 @@ class Reduction:
     for a 0-d input). It returns a tuple with one gradient per input: a tensor of that input's
     shape, or None.
     Without it, inputs that require grad are refused (docs/dsl.md, "Gradients").
+
+    ``jvp(xs, outputs, tangents, axes) -> output_tangents``, if given, is its forward-mode
+    derivative (``torch.func.jvp``, ``jacfwd``, ``torch.autograd.forward_ad``), in the same
+    conventions: ``tangents`` one per input, of its shape, or None for an input without one
+    (never all None); it returns a tuple with one tangent per output, of the output's shape with
+    the reduced axes kept (expand a broadcast one), or None for an output without one.
+    Without it, inputs that carry a tangent are refused (docs/dsl.md, "Forward mode").
     """
     name: str
     prepare: object
@@ -74,16 +81,19 @@ class Reduction:
     check: Optional[Callable] = None
     uses_index: bool = False
     backward: Optional[Callable] = None
+    jvp: Optional[Callable] = None
 
     def __post_init__(self):
         for name in ("prepare", "merge", "finish", "state_dtypes", "output_dtypes"):
             if not callable(getattr(self, name)):
                 raise TypeError(f"{name}: expected a function (prepare, merge, finish: @triton.jit "
                                 f"functions), got {type(getattr(self, name)).__name__}")
-        if self.backward is not None and not callable(self.backward):
-            raise TypeError(f"backward: expected None or a function of torch tensors "
-                            f"(xs, outputs, grad_outputs, axes) -> grads, got "
-                            f"{type(self.backward).__name__}")
+        for name, form in (("backward", "(xs, outputs, grad_outputs, axes) -> grads"),
+                           ("jvp", "(xs, outputs, tangents, axes) -> output_tangents")):
+            value = getattr(self, name)
+            if value is not None and not callable(value):
+                raise TypeError(f"{name}: expected None or a function of torch tensors {form}, "
+                                f"got {type(value).__name__}")
         if not callable(self.identity) and (not isinstance(self.identity, tuple)
                                             or not self.identity):
             raise TypeError(f"identity: expected a non-empty tuple (one value per state component)"

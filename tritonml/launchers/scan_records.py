@@ -11,27 +11,34 @@ rather than branching on the scan's name:
   folded out of order (``commutative``);
 - the tuner (``tritonml_autotune.select.choose_scan``): the name and the bytes read and held per
   element, passed as plain data (``element_bytes``);
-- autograd (tritonml/torch_ops/scan.py, recurrence.py): ``backward``, a plain function of torch
-  tensors that runs the scans it needs through the ``scan`` callable it is given (so gradients are
-  themselves differentiable, on tritonml's kernels);
+- autograd (tritonml/torch_ops/scan.py, recurrence.py): ``backward`` and ``jvp`` (reverse and
+  forward mode), plain functions of torch tensors that run the scans they need through the
+  ``scan`` callable they are given (so derivatives are themselves differentiable, on tritonml's
+  kernels);
 - distributed (tritonml/distributed/scan.py): ``fold``, the ``ReduceFunction`` that folds the shards'
   totals into each rank's carry.
 
-None of these scans has a forward-mode (jvp) rule: the torch ops register backward formulas only.
+Forward mode: the tangent of a scan is a scan. A sum's is the sum of the tangents (torch's
+cumsum is ``auto_linear``); a product's is ``y * cumsum(dx / x)`` before a scan's first zero and,
+from it on, ``dx`` at that zero times the product that skips it (exact with zeros, as torch's
+``cumprod_jvp``); a linear recurrence's is the same recurrence over the tangent tokens
+``dtokens + dgates * h[t-1]``. ``torch.ops.tritonml.*`` called directly have backward formulas
+only (``torch.library``'s ``register_autograd`` takes no jvp); the public functions carry both.
 
 How to add a scan combine
 -------------------------
 1. Write its combine as a ``@triton.jit`` function of two scalars ``(tally, value)``, ``tally``
    earlier in traversal order, in tritonml/kernels/combine.py (it must be associative; the
    kernels never assume it commutes unless the record says ``commutative=True``).
-2. Add a ``ScanCombine`` record here: name, combine, identity, and where defined its ``backward``
-   and ``fold``. ``cumulative_scan(x, axis, RECORD)`` then runs it in every regime (rows,
-   columns, look-back, chunked), with ``initial``, ``exclusive``, ``reverse`` and
-   ``return_carry``; the tuner tunes it under its name.
+2. Add a ``ScanCombine`` record here: name, combine, identity, and where defined its
+   ``backward``, ``jvp`` and ``fold``. ``cumulative_scan(x, axis, RECORD)`` then runs it in
+   every regime (rows, columns, look-back, chunked), with ``initial``, ``exclusive``,
+   ``reverse`` and ``return_carry``; the tuner tunes it under its name.
 3. For a public torch op, add a ``_ScanOps(name, RECORD)`` in tritonml/torch_ops/scan.py and its
    public function (the schema, fake kernels, vmap rules and autograd come from the record).
 4. Tests: the regimes and the oracle (tests/test_scan_custom_combine.py runs a record that is not
-   built in), and ``torch.autograd.gradcheck`` of the backward.
+   built in), and ``torch.autograd.gradcheck`` of the backward and the jvp
+   (``check_forward_ad=True``).
 A combine over a tuple state (several tensors scanned together) is a ``StateScan`` record, as
 ``LINEAR_RECURRENCE``; a user's one-off combine needs no record (``tritonml.associative_scan``).
 """
@@ -65,7 +72,10 @@ class ScanCombine:
     ``backward(scan, x, output, initial, grad, axis, reverse, exclusive) -> (grad_x,
     grad_initial)``: the gradient, torch tensors in and out (``initial`` and ``grad_initial`` None
     without an initial), where ``scan(record, t, axis, reverse, exclusive)`` runs a
-    differentiable scan. ``fold``: the ``ReduceFunction`` name that folds totals across ranks.
+    differentiable scan. ``jvp(scan, x, output, initial, x_tangent, initial_tangent, axis,
+    reverse, exclusive) -> output_tangent``: the forward-mode derivative, a tangent None where
+    its input has none (never both), ``scan(record, t, axis, reverse, exclusive, initial=None)``.
+    ``fold``: the ``ReduceFunction`` name that folds totals across ranks.
     """
     name: str
     fn: object
@@ -75,6 +85,7 @@ class ScanCombine:
     state_dtype: Callable = accumulation_dtype
     backward: Optional[Callable] = None
     fold: Optional[str] = None
+    jvp: Optional[Callable] = None
 
     def forms(self) -> tuple:
         """``(COMBINE, SCAN_COMBINE)``: the state and flat forms the kernels take
@@ -92,13 +103,14 @@ class ScanCombine:
 class StateScan:
     """A scan of a tuple state (one component per input tensor) under ``fn``, a ``@triton.jit``
     combine of two state tuples (as ``tritonml.associative_scan`` takes). ``identity``: one value
-    per component; ``stored``: per component, whether it is an output; ``backward``: as
+    per component; ``stored``: per component, whether it is an output; ``backward``, ``jvp``: as
     ``ScanCombine``'s, in the terms of the operator's inputs (see ``LINEAR_RECURRENCE``)."""
     name: str
     fn: object
     identity: tuple
     stored: tuple
     backward: Optional[Callable] = None
+    jvp: Optional[Callable] = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,6 +140,19 @@ def shift_later(grad, axis: int, reverse: bool):
     return torch.cat([grad.narrow(axis, 1, n - 1), zero], axis)
 
 
+def _split_at_first_zero(scan, x, axis: int, reverse: bool):
+    """``(before_zero, first_zero, skipping_zero)`` for an inclusive product of x: the elements
+    before each scan's first zero (traversal order), that first zero, and the inclusive product
+    with the first zero taken as 1."""
+    is_zero = x == 0
+    zeros_before = scan(SUM, is_zero.to(torch.int32), axis, reverse, True)
+    before_zero = (zeros_before == 0) & ~is_zero
+    first_zero = (zeros_before == 0) & is_zero
+    skipping_zero = scan(PRODUCT, torch.where(first_zero, torch.ones_like(x), x), axis, reverse,
+                         False)
+    return before_zero, first_zero, skipping_zero
+
+
 def _inclusive_product_grad(scan, x, inclusive, grad, axis: int, reverse: bool):
     """The gradient in x of an inclusive product ``inclusive`` of x, for ``grad``.
 
@@ -136,17 +161,18 @@ def _inclusive_product_grad(scan, x, inclusive, grad, axis: int, reverse: bool):
     sum_{i >= j} grad_i y'_i with y' the product that skips that zero; after it, 0 (every product
     holds the zero).
     """
-    is_zero = x == 0
-    zeros_before = scan(SUM, is_zero.to(torch.int32), axis, reverse, True)
-    before_zero = (zeros_before == 0) & ~is_zero
-    first_zero = (zeros_before == 0) & is_zero
+    before_zero, first_zero, skipping_zero = _split_at_first_zero(scan, x, axis, reverse)
     later_sums = scan(SUM, grad * inclusive, axis, not reverse, False)
-    skipping_zero = scan(PRODUCT, torch.where(first_zero, torch.ones_like(x), x), axis, reverse,
-                         False)
     at_zero = scan(SUM, grad * skipping_zero, axis, not reverse, False)
     safe_x = torch.where(before_zero, x, torch.ones_like(x))
     return torch.where(before_zero, later_sums / safe_x,
                        torch.where(first_zero, at_zero, torch.zeros_like(x)))
+
+
+def _put_first(first, rest, axis: int, reverse: bool):
+    """``rest`` with ``first`` (its shape without ``axis``) put first in traversal order."""
+    first = first.unsqueeze(axis)
+    return torch.cat([rest, first], axis) if reverse else torch.cat([first, rest], axis)
 
 
 def _product_backward(scan, x, output, initial, grad, axis, reverse, exclusive):
@@ -166,9 +192,8 @@ def _product_backward(scan, x, output, initial, grad, axis, reverse, exclusive):
     if scalar:  # a 0-d x acts as shape [1]
         x, grad = x.unsqueeze(0), grad.unsqueeze(0)
     n = x.shape[axis]
-    first = initial.unsqueeze(axis)
-    z = torch.cat([x, first], axis) if reverse else torch.cat([first, x], axis)
-    zero = torch.zeros_like(first)
+    z = _put_first(initial, x, axis, reverse)
+    zero = torch.zeros_like(initial.unsqueeze(axis))
     # zero where z's product holds no output: the initial's own (inclusive) or the last (exclusive)
     padded = torch.cat([grad, zero], axis) if exclusive != reverse else \
         torch.cat([zero, grad], axis)
@@ -215,13 +240,87 @@ def _recurrence_backward(recurrence, gates, output, initial, grad, axis, reverse
 
 
 # ---------------------------------------------------------------------------------------------
+# Tangents (forward mode; ``scan(record, t, axis, reverse, exclusive, initial=None)`` runs a
+# differentiable scan, so a tangent is differentiable in the primal too: jacrev of jacfwd)
+# ---------------------------------------------------------------------------------------------
+def _sum_jvp(scan, x, output, initial, x_tangent, initial_tangent, axis, reverse, exclusive):
+    # Linear: the same scan of the tangents, the initial's tangent as its initial.
+    tangent = x_tangent if x_tangent is not None else torch.zeros_like(output)
+    return scan(SUM, tangent, axis, reverse, exclusive, initial_tangent)
+
+
+def _inclusive_product_tangent(scan, x, inclusive, tangent, axis: int, reverse: bool):
+    """The tangent of an inclusive product ``inclusive`` of x for x's ``tangent``.
+
+    d y_i = sum_{j <= i} dx_j prod_{k <= i, k != j} x_k (traversal order), exact with zeros:
+    before a scan's first zero it is y_i sum_{j <= i} dx_j / x_j; from the first zero f on, every
+    term but j = f holds that zero, leaving dx_f times the product that skips it (0 after a second
+    zero). y_i is 0 from f on, and the sum of ratios stops growing at f, so one sum serves both.
+    """
+    before_zero, first_zero, skipping_zero = _split_at_first_zero(scan, x, axis, reverse)
+    zero = torch.zeros_like(tangent)
+    safe_x = torch.where(before_zero, x, torch.ones_like(x))
+    ratios = scan(SUM, torch.where(before_zero, tangent / safe_x, zero), axis, reverse, False)
+    at_zero = scan(SUM, torch.where(first_zero, tangent, zero), axis, reverse, False)
+    return inclusive * ratios + skipping_zero * at_zero
+
+
+def _product_jvp(scan, x, output, initial, x_tangent, initial_tangent, axis, reverse, exclusive):
+    """Without an initial: the inclusive tangent, shifted a step for an exclusive scan (whose
+    first output, 1, is constant). With one: the inclusive tangent of ``z``, x with the initial
+    put first in traversal order (and their tangents likewise), whose products after the
+    initial's (inclusive) or up to the last element's (exclusive) are the outputs."""
+    if x_tangent is None:
+        x_tangent = torch.zeros_like(x)
+    scalar = x.dim() == 0
+    if scalar:  # a 0-d x acts as shape [1]
+        x, x_tangent, output = x.unsqueeze(0), x_tangent.unsqueeze(0), output.unsqueeze(0)
+    if initial is None:
+        inclusive = scan(PRODUCT, x, axis, reverse, False) if exclusive else output
+        tangent = _inclusive_product_tangent(scan, x, inclusive, x_tangent, axis, reverse)
+        if exclusive:
+            tangent = _shift_earlier(tangent, None, axis, reverse)
+    else:
+        n = x.shape[axis]
+        if initial_tangent is None:
+            initial_tangent = torch.zeros_like(initial)
+        z = _put_first(initial, x, axis, reverse)
+        inclusive = scan(PRODUCT, z, axis, reverse, False)
+        tangent_z = _inclusive_product_tangent(
+            scan, z, inclusive, _put_first(initial_tangent, x_tangent, axis, reverse), axis,
+            reverse)
+        tangent = tangent_z.narrow(axis, 1 if exclusive == reverse else 0, n)
+    return (tangent.squeeze(0) if scalar else tangent).to(output.dtype)
+
+
+def _recurrence_jvp(recurrence, gates, output, initial, gates_tangent, tokens_tangent,
+                    initial_tangent, axis, reverse):
+    """The tangent of h = linear_recurrence(gates, tokens, initial): differentiating
+    h[t] = gates[t] h[t-1] + tokens[t] gives dh[t] = gates[t] dh[t-1] + (dtokens[t] + dgates[t]
+    h[t-1]), dh[-1] = dinitial: the same recurrence over other tokens. Tangents are None where
+    their input has none."""
+    scalar = gates.dim() == 0
+    if scalar:  # a 0-d sequence acts as shape [1]
+        gates, output = gates.unsqueeze(0), output.unsqueeze(0)
+    tokens = torch.zeros_like(output)
+    if tokens_tangent is not None:
+        tokens = tokens_tangent.reshape(output.shape)
+    if gates_tangent is not None:
+        tokens = tokens + gates_tangent.reshape(output.shape) * _shift_earlier(
+            output, initial, axis, reverse)
+    tangent = recurrence(gates, tokens.to(gates.dtype), axis, reverse, initial_tangent)
+    return tangent.squeeze(0) if scalar else tangent
+
+
+# ---------------------------------------------------------------------------------------------
 # The records
 # ---------------------------------------------------------------------------------------------
 SUM = ScanCombine("sum", _combine.add, 0, state=_combine.add_values, commutative=True,
-                  backward=_sum_backward, fold="SUM")
+                  backward=_sum_backward, fold="SUM", jvp=_sum_jvp)
 PRODUCT = ScanCombine("product", _combine.mul, 1, state=_combine.mul_values, commutative=True,
-                      backward=_product_backward, fold="MULTIPLY")
+                      backward=_product_backward, fold="MULTIPLY", jvp=_product_jvp)
 # h[t] = gates[t] * h[t-1] + tokens[t]: the state (a, b) is the affine map h -> a * h + b, and
 # composing maps is associative (not commutative); only b, h itself, is stored.
 LINEAR_RECURRENCE = StateScan("linear_recurrence", _combine.compose_affine, (1, 0),
-                              stored=(False, True), backward=_recurrence_backward)
+                              stored=(False, True), backward=_recurrence_backward,
+                              jvp=_recurrence_jvp)

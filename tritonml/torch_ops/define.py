@@ -43,7 +43,10 @@ def differentiable(op, setup_context, backward, jvp=None):
 
     ``jvp(ctx, *tangents)``, if given, is the forward-mode formula (``torch.func.jvp``, ``jacfwd``,
     ``torch.autograd.forward_ad``): ``setup_context`` saves what it needs with
-    ``ctx.save_for_forward``; it returns the outputs' tangents.
+    ``ctx.save_for_forward``; it returns the outputs' tangents. It serves the Function only:
+    torch.library's ``register_autograd`` takes no jvp (torch gives ``torch.ops.tritonml.*``
+    called directly a zero tangent), so under torch.compile a call inside a forward-mode level
+    runs the Function eagerly (a graph break; an error naming the op under fullgraph=True).
 
     The registered formula serves ``torch.ops.tritonml.*`` called directly and torch.compile; the
     Function adds what torch's generated one lacks, support for ``torch.func`` transforms (grad,
@@ -62,13 +65,28 @@ def differentiable(op, setup_context, backward, jvp=None):
     methods = dict(generate_vmap_rule=True, forward=staticmethod(forward),
                    setup_context=staticmethod(setup), backward=staticmethod(backward))
     if jvp is not None:
-        methods["jvp"] = staticmethod(jvp)
+        # The tangent formula runs eagerly even when reached from compiled code: Dynamo compiling
+        # its frames piecewise, on functorch's wrapped tensors in mid-transform, lost tangents
+        # (backend="eager", torch 2.13).
+        methods["jvp"] = staticmethod(torch.compiler.disable(jvp))
     function = type(name, (torch.autograd.Function,), methods)
+
+    @torch.compiler.disable(reason=f"tritonml.{op._name}: forward-mode AD (torch.func.jvp, "
+                            "jacfwd, forward_ad) runs tritonml's ops eagerly: Dynamo does not "
+                            "trace an autograd.Function with a jvp, and a torch.library op has "
+                            "no forward-mode formula")
+    def eager_forward_mode(*args):
+        return function.apply(*args)
 
     def call(*args):
         # torch.compile traces the op itself (Dynamo cannot trace this Function around it), and
-        # AOTAutograd differentiates it with the registered formula.
+        # AOTAutograd differentiates it with the registered formula. That formula has no
+        # forward mode (torch.library's register_autograd takes no jvp; the op's tangent would
+        # be silently zero), so inside a forward-mode level the Function runs eagerly: a graph
+        # break, or under fullgraph=True an error naming the op.
         if torch.compiler.is_compiling():
+            if jvp is not None and _torch_compat.forward_ad_active():
+                return eager_forward_mode(*args)
             return op(*args)
         return function.apply(*args)
     return call
@@ -105,8 +123,9 @@ _DIRECT_CALLS_POSSIBLE = _peek_functorch is not None and _len_function_modes is 
 def direct_call_allowed(x, out=None, inputs=()) -> bool:
     """True when calling the launcher on ``x`` (and ``out``, and the further tensor ``inputs``,
     such as a scan's initial) is indistinguishable from calling the registered op: plain tensors,
-    nothing to differentiate, and no compile, trace, torch.func transform, torch function/dispatch
-    mode or profiler in progress."""
+    nothing to differentiate (in reverse or forward mode: a dual tensor of
+    ``torch.autograd.forward_ad`` is a plain tensor that does not require grad), and no compile,
+    trace, torch.func transform, torch function/dispatch mode or profiler in progress."""
     tensors = (x, *inputs) if out is None else (x, out, *inputs)
     if not _DIRECT_CALLS_POSSIBLE or any(type(t) is not torch.Tensor for t in tensors):
         return False
@@ -114,6 +133,7 @@ def direct_call_allowed(x, out=None, inputs=()) -> bool:
         return False
     return not (torch.compiler.is_compiling() or torch.jit.is_tracing()
                 or _peek_functorch() is not None or _len_function_modes()
+                or _torch_compat.forward_ad_active()
                 or _torch_compat.current_dispatch_mode() is not None
                 or _torch_compat.profiler_enabled())
 

@@ -16,7 +16,10 @@ traversal order forward,
     dgates[t] = g[t] * h[t - 1]                      (h[-1] = initial, or 0)
     dinitial  = gates[0] * g[0]
 
-so both passes run on tritonml's kernels, and the backward is itself differentiable.
+so both passes run on tritonml's kernels, and the backward is itself differentiable. The
+forward-mode tangent is the recurrence itself over other tokens:
+
+    dh[t]     = gates[t] * dh[t - 1] + (dtokens[t] + dgates[t] * h[t - 1]),  dh[-1] = dinitial
 """
 import contextlib
 from typing import Optional
@@ -71,6 +74,7 @@ def _setup_context(ctx, inputs, output):
     ctx.axis = _checks.normalize_axis(axis, max(gates.dim(), 1))
     ctx.reverse, ctx.has_initial = reverse, initial is not None
     ctx.save_for_backward(gates, output, initial)
+    ctx.save_for_forward(gates, output, initial)
 
 
 def _backward(ctx, grad):
@@ -83,7 +87,16 @@ def _backward(ctx, grad):
     return grad_gates, grad_tokens, None, None, grad_initial
 
 
-_LINEAR_RECURRENCE = differentiable(_linear_recurrence_op, _setup_context, _backward)
+def _jvp(ctx, gates_tangent, tokens_tangent, _axis, _reverse, initial_tangent=None):
+    """``LINEAR_RECURRENCE.jvp``: the recurrence over the tangent tokens, through the
+    differentiable op."""
+    gates, output, initial = ctx.saved_tensors
+    return LINEAR_RECURRENCE.jvp(_LINEAR_RECURRENCE, gates, output,
+                                 initial if ctx.has_initial else None, gates_tangent,
+                                 tokens_tangent, initial_tangent, ctx.axis, ctx.reverse)
+
+
+_LINEAR_RECURRENCE = differentiable(_linear_recurrence_op, _setup_context, _backward, _jvp)
 
 
 def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
@@ -101,8 +114,9 @@ def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
     dtype: the ``initial`` that continues the recurrence over the next chunk with nothing rounded
     (docs/dsl.md). Eager only: no autograd, vmap or graph capture.
     Returns h, a tensor of the inputs' shape and dtype, differentiable in gates, tokens and
-    initial (the backward pass is a linear recurrence in the other direction, on the same
-    kernels). Runs as ``torch.ops.tritonml.linear_recurrence``; see docs/dsl.md for accuracy.
+    initial in reverse and forward mode (the backward pass is a linear recurrence in the other
+    direction, the tangent one in the same direction, on the same kernels). Runs as
+    ``torch.ops.tritonml.linear_recurrence``; see docs/dsl.md for accuracy.
     """
     if _checks.check_bool("return_carry", return_carry):
         return eager_carry_call(lambda: recurrence(gates, tokens, axis, reverse=reverse,

@@ -6,8 +6,8 @@ public function ``tritonml.reduce`` that calls them:
                          Tensor(a!) out) -> ()
 
 ``function`` is a ``ReduceFunction`` name; ``axes`` are normalized (sorted, non-negative) by the
-public function, and an empty list means every axis. Gradients: each function's record
-(tritonml/reduce_functions.py), docs/torch.md.
+public function, and an empty list means every axis. Gradients and forward-mode tangents: each
+function's record (``backward``, ``jvp``; tritonml/reduce_functions.py), docs/torch.md.
 """
 from typing import List, Optional
 
@@ -96,6 +96,7 @@ def _setup_context(ctx, inputs, output):
     ctx.function, ctx.axes = function, _axes(axes, x.dim())
     ctx.keep_shape = reduced_shape(x.shape, ctx.axes)
     ctx.save_for_backward(x, output)
+    ctx.save_for_forward(x, output)
 
 
 def _backward(ctx, grad):
@@ -112,7 +113,23 @@ def _backward(ctx, grad):
     return grad_x, None, None, None, None
 
 
-differentiable_reduce = differentiable(reduce_op, _setup_context, _backward)
+def _jvp(ctx, x_tangent, *_):
+    """The function's tangent, from its record (``ReduceRecord.jvp``, in the convention of
+    ``tritonml.Reduction.jvp``); an index has none (its output is an integer tensor, whose tangent
+    torch.func reports as zeros, as for torch.argmax)."""
+    x, result = ctx.saved_tensors
+    record = _record(ctx.function)
+    if record.returns_index:
+        return None
+    if record.jvp is None:
+        raise RuntimeError(f"reduce: {ctx.function} has no forward-mode derivative (its record "
+                           "has no jvp)")
+    axes = ctx.axes if x.dim() else ()
+    (tangent,) = record.jvp((x,), (result.reshape(ctx.keep_shape),), (x_tangent,), axes)
+    return tangent.reshape(result.shape)
+
+
+differentiable_reduce = differentiable(reduce_op, _setup_context, _backward, _jvp)
 
 
 # ---------------------------------------------------------------------------------------------

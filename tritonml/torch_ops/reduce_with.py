@@ -2,20 +2,22 @@
 
 A plain function, not a torch op: the reduction is a Python object (its ``@triton.jit``
 functions and dtype rules) that no op schema can carry. Autograd comes from the reduction's own
-``backward`` (a torch function), run by an ``autograd.Function``; a reduction without one refuses
-inputs that require grad rather than returning detached outputs. No vmap; under torch.compile it
-runs eagerly (``torch.compiler.disable``: a graph break). DTensors reduce locally when no reduced
-dim is sharded (``torch_ops/dtensor.py``).
+``backward`` and ``jvp`` (torch functions), run by an ``autograd.Function``; a reduction without
+one refuses inputs that require grad (or carry a tangent) rather than returning detached outputs.
+vmap by the Function's own rule (the batch dim first, one launch for the batch), so jacfwd and
+vmap of grad work; under torch.compile it runs eagerly (``torch.compiler.disable``: a graph
+break). DTensors reduce locally when no reduced dim is sharded (``torch_ops/dtensor.py``).
 """
 from __future__ import annotations
 
 from typing import Optional
 
 import torch
+from torch.autograd import forward_ad
 
 from tritonml_autotune.configs import ReduceConfig
 
-from ..core import checks as _checks
+from ..core import checks as _checks, torch_compat as _torch_compat
 from ..core.shapes import reduced_shape
 from ..launchers.reduce_with import Reduction, reduce_with_axes
 from . import dtensor as _dtensor
@@ -28,9 +30,30 @@ def _recording(xs) -> list:
     return [i for i, t in enumerate(xs) if isinstance(t, torch.Tensor) and t.requires_grad]
 
 
+def _with_tangent(xs) -> list:
+    """The indices of the inputs that carry a forward-mode tangent
+    (``torch.autograd.forward_ad.make_dual``); torch.func's are seen by the Function's ``jvp``."""
+    if not _torch_compat.forward_ad_active():
+        return []
+    return [i for i, t in enumerate(xs)
+            if isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None]
+
+
+def _input_name(single: bool, i: int) -> str:
+    return "xs" if single else f"xs[{i}]"
+
+
+def _no_jvp(reduction, name: str) -> RuntimeError:
+    return RuntimeError(
+        f"{name}: carries a forward-mode tangent, but the reduction {reduction.name} has no "
+        f"forward-mode derivative; give its tritonml.Reduction a jvp= function (docs/dsl.md, "
+        f"\"Forward mode\"), or pass tensors without a tangent")
+
+
 class ReduceWith(torch.autograd.Function):
-    """Forward: the launcher. Backward: the reduction's ``backward``, called with the outputs
-    reshaped to keep the reduced axes (so they broadcast against the inputs)."""
+    """Forward: the launcher. Backward and jvp: the reduction's ``backward`` and ``jvp``, called
+    with the outputs reshaped to keep the reduced axes (so they broadcast against the inputs).
+    vmap: the batch dim first, the axes past it, one call."""
 
     @staticmethod
     def forward(reduction, axes, keepdims, config, *xs):
@@ -47,8 +70,10 @@ class ReduceWith(torch.autograd.Function):
         ctx.inputs = len(xs)
         # None, not zeros, for an output nothing depends on: a zero gradient is not the same as
         # none where the formula has an infinite factor (Welford's var of one element, unbiased).
+        # Likewise a jvp sees None for an input without a tangent.
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(*xs, *output)
+        ctx.save_for_forward(*xs, *output)
 
     @staticmethod
     def backward(ctx, *grad_outputs):
@@ -75,6 +100,47 @@ class ReduceWith(torch.autograd.Function):
         return (None, None, None, None,
                 *(g if needed else None for g, needed in zip(grads, ctx.needs_input_grad[4:])))
 
+    @staticmethod
+    def jvp(ctx, _reduction, _axes, _keepdims, _config, *tangents):
+        reduction = ctx.reduction
+        if reduction.jvp is None:
+            first = next(i for i, t in enumerate(tangents) if t is not None)
+            raise _no_jvp(reduction, _input_name(ctx.inputs == 1, first))
+        saved = ctx.saved_tensors
+        xs, outputs = saved[:ctx.inputs], saved[ctx.inputs:]
+        kept = ctx.kept_shape
+        results = reduction.jvp(xs, tuple(o.reshape(kept) for o in outputs), tangents, ctx.axes)
+        if not isinstance(results, (tuple, list)) or len(results) != len(outputs):
+            raise TypeError(f"reduction: {reduction.name}'s jvp must return a tuple of "
+                            f"{len(outputs)} tangent(s), one per output (a tensor or None), got "
+                            f"{type(results).__name__}"
+                            + (f" of {len(results)}" if isinstance(results, (tuple, list)) else ""))
+        out = []
+        for i, (t, o) in enumerate(zip(results, outputs)):
+            if t is None:    # no tangent: zeros for a float output; an integer one takes none
+                out.append(torch.zeros_like(o) if o.is_floating_point() else None)
+                continue
+            if not isinstance(t, torch.Tensor) or t.shape != kept:
+                got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+                raise ValueError(f"reduction: {reduction.name}'s jvp returned {got} for output "
+                                 f"{i}; a tangent must be None or a tensor of the output's shape "
+                                 f"with the reduced axes kept, {tuple(kept)}")
+            out.append(t.reshape(o.shape))
+        return tuple(out)
+
+    @staticmethod
+    def vmap(info, in_dims, reduction, axes, keepdims, config, *xs):
+        size = info.batch_size
+        xs = tuple(x.expand(size, *x.shape) if d is None else x.movedim(d, 0)
+                   for x, d in zip(xs, in_dims[4:]))
+        rank = xs[0].dim() - 1
+        if rank == 0:   # a batch of 0-d inputs (each one element) is a batch of length-1 rows
+            xs, axes, keepdims = tuple(x.unsqueeze(1) for x in xs), (1,), False
+        else:
+            axes = tuple(a + 1 for a in _checks.normalize_axes(axes, rank))
+        outs = ReduceWith.apply(reduction, axes, keepdims, config, *xs)
+        return outs, (0,) * len(outs)
+
 
 @torch.compiler.disable
 def reduce_with(reduction, xs, axes=None, *, keepdims: bool = True,
@@ -88,9 +154,10 @@ def reduce_with(reduction, xs, axes=None, *, keepdims: bool = True,
 
     Returns a tensor for a reduction with one output, else a tuple of them, in the dtypes the
     reduction declares. Errors (``TypeError``/``ValueError`` naming the argument) are raised before
-    anything is launched. Autograd: through the reduction's ``backward`` (``welford`` and
-    ``welford_biased`` have theirs); an input that requires grad, with grad mode on, is an error
-    for a reduction without one.
+    anything is launched. Autograd: through the reduction's ``backward`` and ``jvp`` (``welford``
+    and ``welford_biased`` have both); an input that requires grad, with grad mode on, is an error
+    for a reduction without a backward, and one that carries a forward-mode tangent for a
+    reduction without a jvp. vmap and torch.func transforms run through the same Function.
 
     >>> import torch, tritonml
     >>> x = torch.tensor([[2., 4., 4., 4.], [5., 5., 7., 9.]])
@@ -104,14 +171,20 @@ def reduce_with(reduction, xs, axes=None, *, keepdims: bool = True,
             reduction, xs, axes, keepdims)
     single = isinstance(xs, torch.Tensor)
     tensors = (xs,) if single else xs
-    recording = _recording(tensors) if isinstance(tensors, (tuple, list)) else []
-    if recording and isinstance(reduction, Reduction):
-        if reduction.backward is None:
-            name = "xs" if single else f"xs[{recording[0]}]"
+    listed = isinstance(tensors, (tuple, list))
+    recording = _recording(tensors) if listed else []
+    with_tangent = _with_tangent(tensors) if listed else []
+    transformed = listed and (_torch_compat.peek_functorch_interpreter is not None
+                              and _torch_compat.peek_functorch_interpreter() is not None)
+    if (recording or with_tangent or transformed) and isinstance(reduction, Reduction):
+        if recording and reduction.backward is None:
             raise RuntimeError(
-                f"{name}: requires grad, but the reduction {reduction.name} has no gradient; give "
-                f"its tritonml.Reduction a backward= function (docs/dsl.md, \"Gradients\"), or "
-                f"pass tensors that do not require grad (x.detach(), or torch.no_grad())")
+                f"{_input_name(single, recording[0])}: requires grad, but the reduction "
+                f"{reduction.name} has no gradient; give its tritonml.Reduction a backward= "
+                f"function (docs/dsl.md, \"Gradients\"), or pass tensors that do not require "
+                f"grad (x.detach(), or torch.no_grad())")
+        if with_tangent and reduction.jvp is None:
+            raise _no_jvp(reduction, _input_name(single, with_tangent[0]))
         outs = ReduceWith.apply(reduction, axes, keepdims, config, *tensors)
     else:
         with torch.no_grad():

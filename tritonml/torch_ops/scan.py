@@ -11,8 +11,10 @@ Each operator is three ops (shown for the sum; the product's are named alike):
                               Tensor? initial=None) -> ()
 
 Only the functional op is differentiable (in x and in ``initial``), as in torch: the out= and
-in-place forms refuse inputs that require grad. Backward passes are scans on tritonml's own kernels
-(docs/torch.md), the gradient of each operator's record (tritonml/launchers/scan_records.py).
+in-place forms refuse inputs that require grad. Backward passes and forward-mode tangents
+(``torch.func.jvp``, ``jacfwd``, ``torch.autograd.forward_ad``) are scans on tritonml's own kernels
+(docs/torch.md), the ``backward`` and ``jvp`` of each operator's record
+(tritonml/launchers/scan_records.py).
 
 ``return_carry=True`` (the last tally in the accumulation dtype, docs/dsl.md) is not part of the
 ops' schemas: a second output in another dtype would need its own fake kernels, vmap and autograd
@@ -24,8 +26,9 @@ import contextlib
 from typing import Optional
 
 import torch
+from torch.autograd import forward_ad
 
-from ..core import checks as _checks
+from ..core import checks as _checks, torch_compat as _torch_compat
 from . import dtensor as _dtensor, jagged as _jagged
 from ..launchers.scan import check_initial_meta, cumulative_scan, prechecked
 from ..launchers.scan_records import PRODUCT, SUM, ScanCombine
@@ -174,14 +177,20 @@ class _ScanOps:
 @torch.compiler.disable
 def eager_carry_call(launch, *tensors):
     """``launch()`` (a launcher called with ``return_carry=True``), eagerly: the carry is no op's
-    output (module docstring), so what an op would give, autograd and torch.func transforms, is
-    refused with a clear error instead of silently missing."""
+    output (module docstring), so what an op would give, autograd (reverse and forward mode) and
+    torch.func transforms, is refused with a clear error instead of silently missing."""
     tensors = [t for t in tensors if t is not None]
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad
                                        for t in tensors):
         raise RuntimeError("return_carry: has no autograd (the carry is returned outside the torch "
                            "op); pass tensors that do not require grad (e.g. x.detach()) or call "
                            "it under torch.no_grad()")
+    if _torch_compat.forward_ad_active() and any(
+            isinstance(t, torch.Tensor) and forward_ad.unpack_dual(t).tangent is not None
+            for t in tensors):
+        raise RuntimeError("return_carry: has no forward-mode derivative (the carry is returned "
+                           "outside the torch op); pass tensors without a tangent "
+                           "(forward_ad.unpack_dual(x).primal)")
     if (_peek_functorch is not None and _peek_functorch() is not None) or any(
             isinstance(t, torch.Tensor) and type(t) is not torch.Tensor for t in tensors):
         raise ValueError("return_carry: runs eagerly on plain tensors only, not under torch.func "
@@ -217,14 +226,15 @@ PRODUCT_OPS = _ScanOps("cumulative_product", PRODUCT)
 
 
 # ---------------------------------------------------------------------------------------------
-# Autograd: each record's ``backward`` (tritonml/launchers/scan_records.py), its scans run through
-# the differentiable ops, so gradients are differentiable too
+# Autograd: each record's ``backward`` and ``jvp`` (tritonml/launchers/scan_records.py), their
+# scans run through the differentiable ops, so derivatives are differentiable too
 # ---------------------------------------------------------------------------------------------
 _OPS_BY_RECORD = {ops.combine: ops for ops in (SUM_OPS, PRODUCT_OPS)}
 
 
-def _differentiable_scan(record: ScanCombine, x, axis: int, reverse: bool, exclusive: bool):
-    return _OPS_BY_RECORD[record].differentiable(x, axis, reverse, exclusive)
+def _differentiable_scan(record: ScanCombine, x, axis: int, reverse: bool, exclusive: bool,
+                         initial=None):
+    return _OPS_BY_RECORD[record].differentiable(x, axis, reverse, exclusive, initial)
 
 
 def _setup_context(ctx, inputs, output):
@@ -233,6 +243,7 @@ def _setup_context(ctx, inputs, output):
     ctx.axis, ctx.reverse, ctx.exclusive = axis, reverse, exclusive
     ctx.has_initial = initial is not None
     ctx.save_for_backward(x, output, initial)
+    ctx.save_for_forward(x, output, initial)
 
 
 def _backward_of(record: ScanCombine):
@@ -246,9 +257,18 @@ def _backward_of(record: ScanCombine):
     return backward
 
 
+def _jvp_of(record: ScanCombine):
+    def jvp(ctx, x_tangent, _axis, _reverse, _exclusive, initial_tangent=None):
+        x, output, initial = ctx.saved_tensors
+        return record.jvp(_differentiable_scan, x, output, initial if ctx.has_initial else None,
+                          x_tangent, initial_tangent, ctx.axis, ctx.reverse, ctx.exclusive)
+    jvp.__name__ = jvp.__qualname__ = f"_{record.name}_jvp"
+    return jvp
+
+
 for _ops in (SUM_OPS, PRODUCT_OPS):
     _ops.differentiable = differentiable(_ops.functional, _setup_context,
-                                         _backward_of(_ops.combine))
+                                         _backward_of(_ops.combine), _jvp_of(_ops.combine))
 
 
 # ---------------------------------------------------------------------------------------------
