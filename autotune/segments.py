@@ -27,8 +27,8 @@ MAX_BLOCK_INNER = 64
 def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: int,
                    device_type: str, device=None) -> SegmentConfig:
     """The config of a segmented scan or reduction along an axis of ``axis_len`` positions with
-    ``inner_len`` inner positions and ``outer_len`` outer positions, for a state of ``state_bytes`` per
-    element."""
+    ``inner_len`` inner positions and ``outer_len`` outer positions, for a state of
+    ``state_bytes`` per element."""
     block_inner = min(next_pow2(inner_len), MAX_BLOCK_INNER)
     chains = outer_len * -(-inner_len // block_inner)
     lanes = TILE_LANES if state_bytes <= 16 else TILE_LANES // 2

@@ -7,6 +7,9 @@ docs/tuning.md: each table sits between ``<!-- choices H100 begin -->`` and
 tests/test_autotune_select.py fails when the doc and the code disagree. docs/performance.md: the
 "Long scans" table between ``<!-- long scans H100 begin -->`` and ``<!-- long scans H100 end -->``
 is ``tritonml.bench.long_scans.table("H100")`` (checked by tests/test_chunked_model.py).
+docs/segments.md: the table between ``<!-- segments H100 begin -->`` and
+``<!-- segments H100 end -->`` is ``tritonml.bench.segment_model.table()`` (checked by
+tests/test_segment_model.py).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "tuning.md"
 PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
+SEGMENTS_DOC = ROOT / "docs" / "segments.md"
 TARGETS = ("H100", "A100")
 LONG_SCANS_TARGET = "H100"
 
@@ -49,8 +53,20 @@ def rendered_performance(text: str) -> str:
     return text
 
 
+def rendered_segments(text: str) -> str:
+    from tritonml.bench import segment_model
+
+    table = segment_model.table()
+    text, count = section("H100", "segments").subn(
+        lambda m: m.group(1) + table + "\n" + m.group(3), text)
+    if count != 1:
+        raise ValueError(f"{SEGMENTS_DOC}: expected one 'segments H100' section, found {count}")
+    return text
+
+
 def main() -> int:
-    for doc, render in ((DOC, rendered), (PERFORMANCE_DOC, rendered_performance)):
+    for doc, render in ((DOC, rendered), (PERFORMANCE_DOC, rendered_performance),
+                        (SEGMENTS_DOC, rendered_segments)):
         text = doc.read_text(encoding="utf-8")
         new = render(text)
         if new != text:

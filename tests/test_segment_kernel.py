@@ -208,16 +208,21 @@ def test_a_user_combine_restarts_at_every_boundary(reverse):
 @pytest.mark.parametrize("kwargs,error,message", [
     (dict(offsets=torch.tensor([0, 3, 2, 5])), ValueError, r"offsets\[1\] = 3 > offsets\[2\] = 2"),
     (dict(offsets=torch.tensor([1, 5])), ValueError, r"must start at 0, but offsets\[0\] = 1"),
-    (dict(offsets=torch.tensor([0, 4])), ValueError, r"offsets\[-1\] = 4 must equal x.shape\[axis\] = 5"),
+    (dict(offsets=torch.tensor([0, 4])), ValueError,
+     r"offsets\[-1\] = 4 must equal x.shape\[axis\] = 5"),
     (dict(offsets=torch.tensor([0.0, 5.0])), TypeError, "offsets: expected an integer dtype"),
     (dict(offsets=torch.tensor([[0, 5]])), ValueError, "offsets: expected a 1-D tensor"),
     (dict(offsets=torch.tensor([], dtype=torch.int64)), ValueError, "offsets: is empty"),
-    (dict(offsets=torch.tensor([0, 5], device="meta")), ValueError, "offsets: tensor is on meta"),
+    (dict(offsets=torch.tensor([0, 5], device="meta")), ValueError,
+     "offsets: tensor is on meta"),
     (dict(lengths=torch.tensor([2, -1, 4])), ValueError, r"lengths\[1\] = -1"),
-    (dict(lengths=torch.tensor([2, 2])), ValueError, "lengths: sum to 4, but x.shape\\[axis\\] is 5"),
+    (dict(lengths=torch.tensor([2, 2])), ValueError,
+     "lengths: sum to 4, but x.shape\\[axis\\] is 5"),
     (dict(), ValueError, "offsets, lengths: pass exactly one"),
-    (dict(offsets=[0, 5]), TypeError, "offsets: expected a 1-D integer torch.Tensor, got list"),
-    (dict(offsets=torch.tensor([0, 5]), lengths=torch.tensor([5])), ValueError, "offsets, lengths: pass exactly one"),
+    (dict(offsets=[0, 5]), TypeError,
+     "offsets: expected a 1-D integer torch.Tensor, got list"),
+    (dict(offsets=torch.tensor([0, 5]), lengths=torch.tensor([5])), ValueError,
+     "offsets, lengths: pass exactly one"),
 ])
 def test_bad_boundaries_are_refused(kwargs, error, message):
     with pytest.raises(error, match=message):

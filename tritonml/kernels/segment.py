@@ -237,7 +237,7 @@ def _or_scalar(flags, flag):
 
 @triton.jit
 def _row(state, row, BLOCK_INNER: tl.constexpr):
-    """Row ``row`` of every component of a [rows, BLOCK_INNER] state, components [1, BLOCK_INNER]."""
+    """Row ``row`` of each component of a [rows, BLOCK_INNER] state, as [1, BLOCK_INNER]."""
     rows = tl.full([1, BLOCK_INNER], 0, tl.int32) + row
     picked = ()
     for c in tl.static_range(len(state)):
@@ -414,7 +414,8 @@ def _tail_window(published_ptrs, status_ptr, chain_first_slot, base, end, epoch_
 
 @triton.jit
 def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
-                end_step, n_tiles, known, carry, carry_empty, load_from, axis_len, n_segments, x_axis_strides,
+                end_step, n_tiles, known, carry, carry_empty, load_from, axis_len, n_segments,
+                x_axis_strides,
                 out_axis_strides, initial_value, PREPARE: tl.constexpr, MERGE: tl.constexpr,
                 SEG_COMBINE: tl.constexpr, SEG_SCAN: tl.constexpr, FINISH: tl.constexpr,
                 LOAD_DTYPE: tl.constexpr, IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr,
@@ -601,7 +602,8 @@ def segment_kernel(
             carry = _fold_tails(published_ptrs, status_ptr, chain_first_slot, before, chunk,
                                 epoch_base, MERGE, SEG_SCAN, STATE_DTYPE, WINDOW, BLOCK_INNER)
             _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
-                        end_step, n_tiles, known, carry, ~yes, first_position, axis_len, n_segments, x_axis_strides,
+                        end_step, n_tiles, known, carry, ~yes, first_position, axis_len,
+                        n_segments, x_axis_strides,
                         out_axis_strides, initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN,
                         FINISH, LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, True, EXCLUSIVE,
                         REVERSE, HAS_INITIAL, EMPTY_INDEX, INDEX_64, BLOCK_AXIS,
@@ -609,7 +611,8 @@ def segment_kernel(
         else:
             tail = _chunk_walk(
                 x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
-                end_step, n_tiles, known, empty_carry, yes, first_position, axis_len, n_segments, x_axis_strides,
+                end_step, n_tiles, known, empty_carry, yes, first_position, axis_len,
+                n_segments, x_axis_strides,
                 out_axis_strides, initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN, FINISH,
                 LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, True, EXCLUSIVE, REVERSE, HAS_INITIAL,
                 EMPTY_INDEX, INDEX_64, BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)[0]
@@ -619,7 +622,8 @@ def segment_kernel(
     else:
         tail, open_state, open_count, open_found = _chunk_walk(
             x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step, end_step,
-            n_tiles, known, empty_carry, yes, first_position, axis_len, n_segments, x_axis_strides, out_axis_strides,
+            n_tiles, known, empty_carry, yes, first_position, axis_len, n_segments,
+            x_axis_strides, out_axis_strides,
             initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN, FINISH, LOAD_DTYPE, IDENTITY,
             STATE_DTYPE, SCAN, False, EXCLUSIVE, REVERSE, HAS_INITIAL, EMPTY_INDEX, INDEX_64,
             BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)

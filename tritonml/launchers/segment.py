@@ -49,9 +49,10 @@ def segment_offsets(axis_len: int, device, *, offsets=None, lengths=None,
                     check_values: bool = True) -> torch.Tensor:
     """The int64 contiguous boundaries (n + 1 entries) from exactly one of ``offsets`` (a 1-D
     integer tensor: n + 1 non-decreasing boundaries from 0 to ``axis_len``) and
-    ``lengths`` (a 1-D integer tensor: n non-negative lengths summing to ``axis_len``), on ``device``. Raises
-    TypeError/ValueError naming the parameter and the rule. ``check_values=False`` skips the
-    checks that read the values (under torch.compile and export, where they cannot be read)."""
+    ``lengths`` (a 1-D integer tensor: n non-negative lengths summing to ``axis_len``), on
+    ``device``. Raises TypeError/ValueError naming the parameter and the rule.
+    ``check_values=False`` skips the checks that read the values (under torch.compile and export,
+    where they cannot be read)."""
     if (offsets is None) == (lengths is None):
         raise ValueError("offsets, lengths: pass exactly one of them (offsets: n + 1 boundaries; "
                          "lengths: n segment lengths)")

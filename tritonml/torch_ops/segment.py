@@ -402,12 +402,6 @@ def _reduce_with_segments(reduction: Reduction, x, offsets, lengths, axis, keepd
 _eager_reduce_with_segments = torch.compiler.disable(_reduce_with_segments)
 
 
-def _direct(x, offsets) -> bool:
-    """Whether the launcher may run without the op (``define.direct_call_allowed``); not while a
-    forward-mode AD level is entered, where x may carry a tangent only the op propagates."""
-    return direct_call_allowed(x, inputs=(offsets,)) and not _torch_compat.forward_ad_active()
-
-
 def segment_reduce(x, function, *, offsets=None, lengths=None, axis: int = 0,
                    keepdims: bool = False, initial=None):
     """Reduce each segment of ``axis`` of ``x`` with ``function``.
@@ -442,7 +436,7 @@ def segment_reduce(x, function, *, offsets=None, lengths=None, axis: int = 0,
     keepdims = _checks.check_bool("keepdims", keepdims)
     initial = _check_initial(initial, function, x.dtype)
     offsets = check_segments(x, axis, offsets, lengths)
-    if _direct(x, offsets):
+    if direct_call_allowed(x, inputs=(offsets,)):
         return segment_reduce_axis(x, record, offsets, axis, initial=initial,
                                    keepdims=keepdims)[0]
     return differentiable_segment_reduce(x, offsets, function.name, axis, keepdims, initial)
@@ -462,7 +456,7 @@ def segment_scan(x: torch.Tensor, function, *, offsets=None, lengths=None, axis:
     reverse = _checks.check_bool("reverse", reverse)
     exclusive = _checks.check_bool("exclusive", exclusive)
     offsets = check_segments(x, axis, offsets, lengths)
-    if _direct(x, offsets):
+    if direct_call_allowed(x, inputs=(offsets,)):
         return segment_scan_axis(x, _SCANS[name], offsets, axis, reverse=reverse,
                                  exclusive=exclusive)
     return differentiable_segment_scan(x, offsets, name, axis, reverse, exclusive)

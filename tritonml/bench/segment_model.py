@@ -1,0 +1,116 @@
+"""The segmented ops at full size, as the tuner's H100 time model sees them: modeled, nothing timed.
+
+Three distributions of segment lengths over float32 data: a million segments of 1 to 3 elements,
+three segments of 10**7, and a power law (Pareto, shape 1.2) over 2**24 elements. For each, the
+segment kernel's launch (tritonml/kernels/segment.py) with the config an H100 gets
+(``tritonml_autotune.segments.segment_config``): its programs against the SMs, how many segments a
+program packs and how many programs the longest segment is split over, its DRAM bytes against the
+ideal (x read once, the result written once, the boundaries read once), and its modeled seconds
+(``tritonml_autotune.cost.launch_seconds``: bandwidth at the occupancy its registers allow, each
+program's tile steps in series at the measured ``TILE_STEP_SECONDS``, the look-back's round trips)
+against one ideal launch (``model.ideal_seconds``). ``table()`` is docs/segments.md's "Modeled on
+an H100" table (``python -m benchmarks.doc_table`` writes it).
+
+What the model charges (autotune/cost.py): the published chunk tails and status words as DRAM
+bytes; a scan's second read of the chunks a segment spans from L2 (as the chunked scan's); the
+fold of the tails before the chunk where the longest segment ends, one round trip per WINDOW
+chunks; a program's tiles one after another. The registers per thread are ptxas's for sm_90
+(tests/test_segment_compile.py), which set how many programs an SM holds.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tritonml_autotune import cost, devices, model
+from tritonml_autotune.segments import segment_config
+
+# ptxas's registers per thread for sm_90 at the H100 config (1024 x 1 tile, 8 warps), float32 x:
+# the SUM reduction (a float64 state) and the sum scan (tests/test_segment_compile.py).
+REGISTERS = {"reduce": 255, "scan": 190}
+ELEMENT_BYTES = 4          # float32 x and result
+STATE_BYTES = 8            # float64 state (float32 accumulates in float64)
+OFFSET_BYTES = 8           # int64 boundaries
+
+
+@dataclass(frozen=True)
+class Distribution:
+    label: str
+    lengths: np.ndarray
+
+
+def distributions() -> tuple:
+    rng = np.random.default_rng(0)
+    pareto = rng.pareto(1.2, 1 << 24).astype(np.int64) + 1
+    ends = np.cumsum(pareto)
+    kept = pareto[: int(np.searchsorted(ends, 1 << 24))]
+    return (Distribution("a million segments of 1 to 3", rng.integers(1, 4, 10 ** 6)),
+            Distribution("three segments of 10**7", np.full(3, 10 ** 7)),
+            Distribution("power law over 2**24", np.append(kept, (1 << 24) - kept.sum())))
+
+
+@dataclass(frozen=True)
+class Modeled:
+    label: str
+    op: str
+    elements: int
+    segments: int
+    programs: int
+    segments_per_program: float
+    longest_split_over: int       # programs the longest segment's elements fall in
+    bytes_ratio: float            # DRAM bytes / ideal bytes
+    seconds: float
+    ideal_seconds: float
+
+    @property
+    def time_ratio(self) -> float:
+        return self.seconds / self.ideal_seconds
+
+
+def modeled(distribution: Distribution, op: str, device=devices.H100) -> Modeled:
+    """The segment kernel's launch for ``distribution`` (``op``: "reduce" or "scan")."""
+    lengths = distribution.lengths
+    elements, segments = int(lengths.sum()), len(lengths)
+    with devices.targeting(device):
+        config = segment_config(elements, 1, 1, STATE_BYTES, "cuda")
+    tile = config.block_axis * config.block_inner
+    tiles = -(-elements // config.block_axis)
+    chunk = config.chunk_tiles * config.block_axis          # elements per program
+    programs = -(-tiles // config.chunk_tiles)
+    longest = int(lengths.max())
+    split = -(-(longest - 1) // chunk) + 1     # programs it can span, at worst alignment
+    x = elements * ELEMENT_BYTES
+    result = (segments if op == "reduce" else elements) * ELEMENT_BYTES
+    boundaries = (segments + 1) * OFFSET_BYTES
+    published = programs * (config.block_inner * STATE_BYTES + cost.STATUS_WORD_BYTES)
+    ideal = x + result + boundaries
+    steps = config.chunk_tiles
+    reread = 0.0
+    if op == "scan":
+        # chunks inside a segment longer than a chunk fold it first, then scan it (from L2)
+        spanned = int(np.sum(np.maximum(lengths - chunk, 0)))
+        reread = min(spanned, elements) * ELEMENT_BYTES
+        steps = 2 * steps
+    launch = cost.Launch("segment", tile, config.num_warps, programs, ideal + published,
+                         serial_tiles=-(-split // config.window),
+                         tail_seconds=cost.CHUNKED_TAIL_ROUND_TRIPS * cost.FOLD_ROUND_TRIP_SECONDS,
+                         l2_bytes=reread, reread_bytes=reread, steps=steps)
+    seconds = cost.launch_seconds(device, launch, REGISTERS[op])
+    return Modeled(distribution.label, op, elements, segments, programs, segments / programs,
+                   split, (ideal + published) / ideal, seconds, model.ideal_seconds(device, ideal))
+
+
+def rows(device=devices.H100) -> list:
+    return [modeled(d, op, device) for d in distributions() for op in ("reduce", "scan")]
+
+
+def table(device=devices.H100) -> str:
+    lines = ["| lengths | op | segments | programs | segments / program | longest split over "
+             "| bytes / ideal | modeled / ideal time |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows(device):
+        lines.append(f"| {r.label} | {r.op} | {r.segments:,} | {r.programs:,} | "
+                     f"{r.segments_per_program:,.1f} | {r.longest_split_over:,} | "
+                     f"{r.bytes_ratio:.3f} | {r.time_ratio:.2f} |")
+    return "\n".join(lines) + "\n"
