@@ -15,8 +15,8 @@ from .heuristics import _choose_for, next_pow2
 
 PROGRAMS_PER_SM = 4
 # Lanes of one tile: 1024 at 8 warps (4 lanes a thread) keeps a tile's state, flags, segment ids
-# and positions in registers for states of up to two 8-byte components (at most a 16-byte spill
-# on sm_80/sm_90, tests/test_segment_compile.py); wider states take half as many. 2048 lanes
+# and positions in registers for states of one 8-byte component (at most a 16-byte spill on
+# sm_80/sm_90, tests/test_segment_compile.py); wider states take half as many. 2048 lanes
 # spill hundreds of bytes. A tile's searches of the boundaries stay a small share of its bytes
 # (tests/test_segment_bytes.py).
 TILE_LANES = 1024
@@ -31,7 +31,7 @@ def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: i
     ``state_bytes`` per element."""
     block_inner = min(next_pow2(inner_len), MAX_BLOCK_INNER)
     chains = outer_len * -(-inner_len // block_inner)
-    lanes = TILE_LANES if state_bytes <= 16 else TILE_LANES // 2
+    lanes = TILE_LANES if state_bytes < 16 else TILE_LANES // 2
     block_axis = max(16, min(lanes // block_inner, next_pow2(max(axis_len, 1))))
     tiles = max(1, -(-axis_len // block_axis))
     on_gpu, fill = _choose_for(device_type, device)

@@ -45,14 +45,8 @@ def associative_scan_states(combine_fn, xs, axis, *, reverse=False, exclusive=Fa
         if x.device != device:
             raise ValueError(f"xs[{i}]: tensor is on {x.device} but xs[0] is on {device}; "
                              "tensors must be on the same device")
-    _scan_checks.check_combine_fn(combine_fn, k)
-    axis = _checks.normalize_axis(axis, len(shape))
-    reverse = _checks.check_bool("reverse", reverse)
-    exclusive = _checks.check_bool("exclusive", exclusive)
-    identity = _scan_checks.check_identity(identity, k)
-    if exclusive and identity is None:
-        raise ValueError("identity: an exclusive scan needs the combine's identity (the state "
-                         "its first output holds); pass identity=(one value per tensor of xs)")
+    axis, reverse, exclusive, identity = _scan_checks.check_state_scan(
+        combine_fn, k, axis, len(shape), reverse, exclusive, identity)
     initials = None
     if initial is not None:
         initials = _scan_checks.as_tensors("initial", initial, k)

@@ -171,6 +171,22 @@ def check_combine_fn(combine_fn, arity: int) -> None:
                              f"{node.value.id}[0] to {node.value.id}[{arity - 1}]")
 
 
+def check_state_scan(combine_fn, arity: int, axis, rank: int, reverse, exclusive,
+                     identity) -> tuple:
+    """The checks a tuple-state scan's options get (``tritonml.associative_scan``, with or without
+    segments): ``(axis, reverse, exclusive, identity)`` normalized; an exclusive scan needs the
+    identity."""
+    check_combine_fn(combine_fn, arity)
+    axis = _checks.normalize_axis(axis, rank)
+    reverse = _checks.check_bool("reverse", reverse)
+    exclusive = _checks.check_bool("exclusive", exclusive)
+    identity = check_identity(identity, arity)
+    if exclusive and identity is None:
+        raise ValueError("identity: an exclusive scan needs the combine's identity (the state "
+                         "its first output holds); pass identity=(one value per tensor of xs)")
+    return axis, reverse, exclusive, identity
+
+
 def check_identity(identity, arity: int) -> Optional[tuple]:
     if identity is None:
         return None

@@ -36,7 +36,7 @@ from ..core.dtypes import ACC_TORCH_DTYPE, TL_DTYPE, TORCH_DTYPE
 from ..kernels import combine as _combine
 from ..kernels.segment import segment_kernel
 from ..runtime import resident as _resident, steps as _steps
-from . import state_combine as _state_combine
+from . import scan_checks as _scan_checks, state_combine as _state_combine
 from .reduction import Reduction
 from .scan_records import ScanCombine
 
@@ -306,17 +306,10 @@ def segment_associative_scan(combine_fn, xs, offsets: torch.Tensor, axis: int, *
     """``tritonml.associative_scan`` restarted at every segment boundary (``combine_fn`` a
     ``@triton.jit`` combine of two state tuples); a tuple of outputs, each its input's shape and
     dtype. ``identity`` (one value per tensor) is needed only for ``exclusive``."""
-    from . import scan_checks as _scan_checks
     xs = _inputs(xs, "xs")
     k = len(xs)
-    _scan_checks.check_combine_fn(combine_fn, k)
-    axis = _checks.normalize_axis(axis, xs[0].dim())
-    reverse = _checks.check_bool("reverse", reverse)
-    exclusive = _checks.check_bool("exclusive", exclusive)
-    identity = _scan_checks.check_identity(identity, k)
-    if exclusive and identity is None:
-        raise ValueError("identity: an exclusive scan needs the combine's identity (the state "
-                         "its first output holds); pass identity=(one value per tensor of xs)")
+    axis, reverse, exclusive, identity = _scan_checks.check_state_scan(
+        combine_fn, k, axis, xs[0].dim(), reverse, exclusive, identity)
     _check_offsets_meta(offsets, xs[0].device)
     config = _config(config)
     outs = tuple(torch.empty_like(t) for t in xs)
