@@ -177,11 +177,19 @@ def welford_finish_m2(s, count):
     return s[2], s[1]
 
 
+def _wide_state_dtypes(dtypes):
+    """float32 accumulates in float64, as tritonml's sums do (and torch's CPU var): its M2 keeps
+    float32's precision for data far from zero."""
+    acc = torch.float32 if dtypes[0] in (torch.float16, torch.bfloat16) else torch.float64
+    return (acc, acc, acc)
+
+
 # Welford's state kept to (M2, mean), for torch.var's any ``correction``.
 welford_m2 = Reduction("welford_m2", welford_prepare, welford_merge, welford_finish_m2,
-                       identity=(0.0, 0.0, 0.0), state_dtypes=_state_dtypes,
-                       output_dtypes=lambda dtypes: _state_dtypes(dtypes)[:2], inputs=1,
-                       outputs=2, along=welford_along, load_dtypes=_load_dtypes,
+                       identity=(0.0, 0.0, 0.0), state_dtypes=_wide_state_dtypes,
+                       output_dtypes=lambda dtypes: _wide_state_dtypes(dtypes)[:2], inputs=1,
+                       outputs=2, along=welford_along,
+                       load_dtypes=lambda dtypes: _wide_state_dtypes(dtypes)[:1],
                        check=_check_float)
 
 

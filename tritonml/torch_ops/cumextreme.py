@@ -95,7 +95,7 @@ def _logcumsumexp_op(x: torch.Tensor, dim: int, reverse: bool = False) -> torch.
 
 def _fake_extreme(x, dim):
     _checks.normalize_axis(dim, x.dim(), "dim")
-    return torch.empty_like(x), torch.empty_like(x, dtype=torch.int64)
+    return x.new_empty(x.shape), x.new_empty(x.shape, dtype=torch.int64)   # contiguous, as ours
 
 
 def _fake_logcumsumexp(x, dim, reverse=False):

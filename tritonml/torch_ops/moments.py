@@ -8,8 +8,8 @@ forward mode), vmap, and the public functions ``tritonml.var``, ``std``, ``var_m
     tritonml::std_mean(...) -> (Tensor, Tensor)
 
 One pass of Welford's reduction (tritonml/reductions.py: ``welford_m2``, Chan, Golub and LeVeque's
-merge) gives (M2, mean) per result in the accumulation dtype (float32 for half types and float32,
-float64 for float64); then, as torch: var = M2 / max(n - correction, 0) (0 / 0 = NaN where
+merge) gives (M2, mean) per result in the accumulation dtype (float32 for half types, float64
+for float32 and float64); then, as torch: var = M2 / max(n - correction, 0) (0 / 0 = NaN where
 n <= correction and M2 = 0, M2 / 0 = inf otherwise), NaN where the mean is infinite, the mean NaN
 over an empty dim, std = sqrt(var), each rounded once to the input's dtype. ``axes`` [] means
 every axis.
