@@ -4,6 +4,11 @@ moments.py, nanreduce.py): registration, ``torch.library.opcheck``, fake tensors
 through ``torch.func`` (jvp, jacfwd), vmap against a loop, and torch.compile."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 import torch
 from torch.library import opcheck
@@ -190,3 +195,34 @@ def test_torch_compile_fullgraph_forward_and_backward():
     want = model(y)
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(grad, torch.autograd.grad(want, y)[0])
+
+
+def test_compiled_triton_keeps_tuple_launching_ops_opaque():
+    """With compiled Triton (traced here with fake CUDA tensors, in a compiled-mode process),
+    logcumsumexp decomposes into its Triton kernel; the ops whose launches pass tensors in tuples
+    (cummax, the reductions) stay single opaque calls, which torch's Triton-kernel tracing would
+    otherwise drop as writing nothing."""
+    script = textwrap.dedent("""
+        import torch, tritonml
+        from torch._functorch.aot_autograd import aot_export_module
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        assert not tritonml.INTERPRET
+        class M(torch.nn.Module):
+            def forward(self, t):
+                return (tritonml.logcumsumexp(t, 1), *tritonml.cummax(t, 1),
+                        *tritonml.var_mean(t, 1), tritonml.nansum(t, 0),
+                        *tritonml.max_with_indices(t, 0))
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            x = torch.empty(64, 1000, device="cuda")
+            graph, _ = aot_export_module(M(), (x,), trace_joint=False)
+        print(graph.code)
+    """)
+    env = dict(os.environ, TRITON_INTERPRET="0")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    code = done.stdout
+    assert code.count("triton_kernel_wrapper_functional(") == 1, code   # logcumsumexp's scan
+    for op in ("cummax", "var_mean", "nansum", "max_with_indices"):
+        assert f"torch.ops.tritonml.{op}.default" in code, code
+    assert "tritonml.logcumsumexp" not in code

@@ -388,22 +388,12 @@ def _later_extreme(earlier, later, LARGEST: tl.constexpr):
     """torch.cummax / cummin's (value, index) state: the larger (``LARGEST``) or smaller value,
     ties to the larger index, NaN above every number and between NaNs the larger index: torch's
     CPU rule (aten/src/ATen/native/ReduceOps.cpp, cummax_cummin_helper: take x[i] when it is NaN,
-    or when the running value is not NaN and x[i] >= it). A max over a total order, so associative
-    and commutative; the identity (-inf or the type's minimum for cummax, index -1) loses every
+    or when the running value is not NaN and x[i] >= it). That is ``_arg_merge`` (ties and NaNs
+    to the smaller index) on negated indices. A max over a total order, so associative and
+    commutative; the identity (-inf or the type's minimum for cummax, index -1) loses every
     comparison and every tie."""
-    v = earlier[0]
-    i = earlier[1]
-    w = later[0]
-    j = later[1]
-    v_nan = v != v
-    w_nan = w != w
-    if LARGEST:
-        better = w > v
-    else:
-        better = w < v
-    after = j > i
-    take = (w_nan & (~v_nan | after)) | (~v_nan & (better | ((w == v) & after)))
-    return tl.where(take, w, v), tl.where(take, j, i)
+    value, negated = _arg_merge((earlier[0], -earlier[1]), (later[0], -later[1]), LARGEST)
+    return value, -negated
 
 
 @triton.jit

@@ -11,7 +11,9 @@ cummax / cummin scan the state (value, index) in one pass on the tuple-state sca
 copy) under ``cummax_pairs`` / ``cummin_pairs`` (kernels/combine.py): torch's rule, ties to the
 later index and NaN sticking, the later NaN's index. logcumsumexp is the ``LOGCUMSUMEXP`` scan
 record (launchers/scan_records.py) on the one-tensor scan kernels, in every regime; half types
-accumulate in float32 and float32 in float64 (docs/semantics.md).
+accumulate in float32 and float32 in float64 (docs/semantics.md). cummax and cummin launch a
+two-component state, passed to the kernels in tuples, so they are opaque ops with compiled Triton
+too (``define``'s ``opaque``); logcumsumexp is a ``triton_op`` whose kernels torch.compile sees.
 
 Gradients are torch's (tools/autograd/derivatives.yaml): cummax / cummin send each output's
 gradient to the element its index names (a scatter-add), their jvp gathers the tangent there;
@@ -78,12 +80,12 @@ def _logcumsumexp(x: torch.Tensor, dim: int, reverse: bool = False) -> torch.Ten
 # ---------------------------------------------------------------------------------------------
 # Ops, fake kernels, vmap
 # ---------------------------------------------------------------------------------------------
-@define("cummax")
+@define("cummax", opaque=True)
 def _cummax_op(x: torch.Tensor, dim: int) -> Tuple[torch.Tensor, torch.Tensor]:
     return _cum_extreme(x, dim, True)
 
 
-@define("cummin")
+@define("cummin", opaque=True)
 def _cummin_op(x: torch.Tensor, dim: int) -> Tuple[torch.Tensor, torch.Tensor]:
     return _cum_extreme(x, dim, False)
 

@@ -11,7 +11,8 @@ Each is one pass of one reduction (tritonml/reductions.py: ``max_with_index``,
 the first NaN; ``aminmax``: (min, max), NaN propagating to both) on the reduce kernels, through
 ``reduce_with_axes``. aminmax's ``axes`` is [] for every axis, as torch's ``dim=None``; the
 public function also takes several axes (torch takes one). An empty reduced dim is refused before
-any launch, as torch refuses it.
+any launch, as torch refuses it. The reductions' launches pass their tensors in tuples, so the ops
+are opaque with compiled Triton too (``define``'s ``opaque``).
 
 Gradients are torch's: max/min with dim send the gradient to the index taken (and their jvp
 gathers the tangent there); aminmax splits it evenly among the elements tied at the extreme (a
@@ -57,17 +58,17 @@ def _aminmax(x: torch.Tensor, axes: List[int], keepdim: bool):
 # ---------------------------------------------------------------------------------------------
 # Ops, fake kernels, vmap
 # ---------------------------------------------------------------------------------------------
-@define("max_with_indices")
+@define("max_with_indices", opaque=True)
 def _max_op(x: torch.Tensor, dim: int, keepdim: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
     return _with_index(x, dim, keepdim, True)
 
 
-@define("min_with_indices")
+@define("min_with_indices", opaque=True)
 def _min_op(x: torch.Tensor, dim: int, keepdim: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
     return _with_index(x, dim, keepdim, False)
 
 
-@define("aminmax")
+@define("aminmax", opaque=True)
 def _aminmax_op(x: torch.Tensor, axes: List[int],
                 keepdim: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
     return _aminmax(x, axes, keepdim)

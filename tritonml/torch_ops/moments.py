@@ -12,7 +12,8 @@ merge) gives (M2, mean) per result in the accumulation dtype (float32 for half t
 for float32 and float64); then, as torch: var = M2 / max(n - correction, 0) (0 / 0 = NaN where
 n <= correction and M2 = 0, M2 / 0 = inf otherwise), NaN where the mean is infinite, the mean NaN
 over an empty dim, std = sqrt(var), each rounded once to the input's dtype. ``axes`` [] means
-every axis.
+every axis. The reduction's launches pass their tensors in tuples, so the ops are opaque with
+compiled Triton too (``define``'s ``opaque``).
 
 Gradients are torch's (var_backward, std_backward, var_mean / std_mean): d var / d x =
 2 (x - mean) / (n - correction) (infinite at n == correction), d std = d var / (2 std) with 0
@@ -72,12 +73,12 @@ class _MomentOps:
     def __init__(self, name: str, root: bool, with_mean: bool):
         self.root, self.with_mean = root, with_mean
         if with_mean:
-            @define(name)
+            @define(name, opaque=True)
             def op(x: torch.Tensor, axes: List[int], correction: float,
                    keepdim: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
                 return _moments(x, axes, correction, keepdim, root)
         else:
-            @define(name)
+            @define(name, opaque=True)
             def op(x: torch.Tensor, axes: List[int], correction: float,
                    keepdim: bool = False) -> torch.Tensor:
                 return _moments(x, axes, correction, keepdim, root)[0]

@@ -8,7 +8,9 @@ One pass each (tritonml/reductions.py: ``nansum``, NaN read as 0; ``nanmean``, t
 count) of the non-NaN elements). Sums accumulate as tritonml's SUM does (half types in float32,
 float32 in float64, integers in 64 bits, wrapping); integer and bool inputs sum to int64, as
 torch promotes them; nanmean takes floating-point inputs only, as torch. ``axes`` [] means every
-axis. ``dtype=`` (the public functions) converts the input first, as torch does.
+axis. ``dtype=`` (the public functions) converts the input first, as torch does. The
+reductions' launches pass their tensors in tuples, so the ops are opaque with compiled Triton too
+(``define``'s ``opaque``).
 
 Gradients are torch's: the gradient (divided by the count of non-NaN elements, for nanmean) at
 every non-NaN element and 0 at the NaNs; the jvps apply the same to the tangent.
@@ -45,12 +47,12 @@ def _nan_reduce(x: torch.Tensor, axes, keepdim: bool, mean: bool) -> torch.Tenso
     return result
 
 
-@define("nansum")
+@define("nansum", opaque=True)
 def _nansum_op(x: torch.Tensor, axes: List[int], keepdim: bool = False) -> torch.Tensor:
     return _nan_reduce(x, axes, keepdim, False)
 
 
-@define("nanmean")
+@define("nanmean", opaque=True)
 def _nanmean_op(x: torch.Tensor, axes: List[int], keepdim: bool = False) -> torch.Tensor:
     return _nan_reduce(x, axes, keepdim, True)
 
