@@ -18,7 +18,8 @@ from tritonml.runtime import trace as _trace
 
 # torch's forward-mode AD loads its jvp decompositions on first use through torch.jit.script,
 # which torch itself has deprecated
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 
 OPS = torch.ops.tritonml
 
@@ -35,7 +36,8 @@ def test_ops_are_registered_with_their_schemas():
     assert schemas["max_with_indices"] == ("Tensor x, SymInt dim, bool keepdim=False) -> "
                                            "(Tensor, Tensor)")
     assert schemas["aminmax"] == "Tensor x, SymInt[] axes, bool keepdim=False) -> (Tensor, Tensor)"
-    assert schemas["var"] == "Tensor x, SymInt[] axes, float correction, bool keepdim=False) -> Tensor"
+    assert schemas["var"] == ("Tensor x, SymInt[] axes, float correction, bool keepdim=False) -> "
+                              "Tensor")
     assert schemas["std_mean"].endswith("-> (Tensor, Tensor)")
     assert schemas["nansum"] == "Tensor x, SymInt[] axes, bool keepdim=False) -> Tensor"
 
@@ -145,8 +147,10 @@ def test_gradients_go_where_torchs_do():
     """cummax and max with dim: to the index taken; aminmax: split over ties; std of equal
     elements: 0 (torch's std_backward masks it)."""
     x = torch.tensor([[1.0, 3.0, 3.0, 2.0, 3.0]], requires_grad=True)
-    for ours, theirs in ((lambda t: tritonml.cummax(t, 1).values, lambda t: torch.cummax(t, 1).values),
-                         (lambda t: tritonml.max_with_indices(t, 1)[0], lambda t: torch.max(t, 1)[0]),
+    for ours, theirs in ((lambda t: tritonml.cummax(t, 1).values,
+                          lambda t: torch.cummax(t, 1).values),
+                         (lambda t: tritonml.max_with_indices(t, 1)[0],
+                          lambda t: torch.max(t, 1)[0]),
                          (lambda t: sum(tritonml.aminmax(t)), lambda t: sum(torch.aminmax(t))),
                          (lambda t: tritonml.std(t[:, 1:3]), lambda t: torch.std(t[:, 1:3]))):
         got, = torch.autograd.grad(ours(x).sum(), x)

@@ -26,7 +26,8 @@ from tritonml.runtime import trace as _trace
 
 # torch's forward-mode AD loads its jvp decompositions on first use through torch.jit.script,
 # which torch itself has deprecated
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 
 CPU = ("cpu",)
 S = 5
@@ -232,8 +233,8 @@ FALL_THROUGH = [
     ("max of two tensors", lambda x: torch.max(x, x)),
     ("max over an empty dim", lambda x: torch.max(x[:, :0], 1)),
     ("aminmax over an empty dim", lambda x: torch.aminmax(x[:0])),
-    ("cummax with out=", lambda x: torch.cummax(x, 0, out=(torch.empty_like(x),
-                                                            torch.empty(x.shape, dtype=torch.long)))),
+    ("cummax with out=", lambda x: torch.cummax(
+        x, 0, out=(torch.empty_like(x), torch.empty(x.shape, dtype=torch.long)))),
     ("var with out=", lambda x: torch.var(x, 0, out=torch.empty(x.shape[1], dtype=x.dtype))),
     ("var of integers", lambda x: torch.var(x.long())),
     ("var with unbiased and correction", lambda x: torch.var(x, unbiased=True, correction=1)),

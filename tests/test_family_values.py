@@ -104,8 +104,8 @@ def test_cummax_edges_0d_empty_size_one_and_signed_zeros():
                    (torch.zeros(0, 3), 0), (torch.zeros(4, 0), 1), (torch.ones(1, 5), 0)):
         for function in (tritonml.cummax, tritonml.cummin):
             got = function(x, dim)
-            values, indices = cum_extreme(numpy64(x.reshape(x.shape or (1,))), dim % max(x.dim(), 1),
-                                          function is tritonml.cummax)
+            values, indices = cum_extreme(numpy64(x.reshape(x.shape or (1,))),
+                                          dim % max(x.dim(), 1), function is tritonml.cummax)
             assert type(got).__name__ == function.__name__
             assert torch.equal(got.values, torch.from_numpy(values).to(x.dtype).reshape(x.shape))
             assert torch.equal(got.indices, torch.from_numpy(indices).reshape(x.shape))

@@ -223,7 +223,8 @@ min_with_index = _with_index("min_with_index", _combine.argmin_values, _combine.
 
 # (min, max) in one pass: torch.aminmax (NaN propagates to both).
 aminmax = Reduction("aminmax", _combine.value_twice, _combine.min_max_values, _combine.finish_pair,
-                    identity=lambda dtypes: (losing_value(dtypes[0], False), losing_value(dtypes[0], True)),
+                    identity=lambda dtypes: (losing_value(dtypes[0], False),
+                                             losing_value(dtypes[0], True)),
                     state_dtypes=lambda dtypes: (_compared(dtypes[0]),) * 2,
                     output_dtypes=lambda dtypes: (dtypes[0],) * 2, outputs=2,
                     along=_combine.min_max_along)

@@ -205,7 +205,8 @@ class Route:
     torch's scan and reduce family (cummax, max with dim, var, nansum, ...) runs through
     ``family(x, dims, keepdim, arguments)`` (tritonml/routing_family.py; ``dims`` an int for
     scans, else a tuple, or None for every dim), the tritonml public function returning torch's
-    result (its return type included), on x as given (``dtype`` then only decides what falls through);
+    result (its return type included), on x as given (``dtype`` then only decides what falls
+    through);
     these routes take no ``out=`` and no DTensor (both fall through). ``read(arguments)``, if
     given, normalizes the bound arguments (var's spellings of ``correction``), or returns None to
     fall through.

@@ -74,11 +74,13 @@ def _aminmax_op(x: torch.Tensor, axes: List[int],
     return _aminmax(x, axes, keepdim)
 
 
-def _fake_with_index(x, dim, keepdim=False):
-    dim = _checks.normalize_axis(dim, x.dim(), "dim")
-    check_not_empty("max_with_indices", x, (dim,))
-    shape = reduced_shape(x.shape, (dim,), keepdim)
-    return x.new_empty(shape), x.new_empty(shape, dtype=torch.int64)
+def _fake_with_index(name: str):
+    def fake(x, dim, keepdim=False):
+        dim = _checks.normalize_axis(dim, x.dim(), "dim")
+        check_not_empty(name, x, (dim,))
+        shape = reduced_shape(x.shape, (dim,), keepdim)
+        return x.new_empty(shape), x.new_empty(shape, dtype=torch.int64)
+    return fake
 
 
 def _fake_aminmax(x, axes, keepdim=False):
@@ -88,8 +90,8 @@ def _fake_aminmax(x, axes, keepdim=False):
     return x.new_empty(shape), x.new_empty(shape)
 
 
-_max_op.register_fake(_fake_with_index)
-_min_op.register_fake(_fake_with_index)
+_max_op.register_fake(_fake_with_index("max_with_indices"))
+_min_op.register_fake(_fake_with_index("min_with_indices"))
 _aminmax_op.register_fake(_fake_aminmax)
 
 
