@@ -117,3 +117,40 @@ class ReduceConfig(_TileConfig):
             if tile > 1 << 20:
                 raise ValueError(f"{name}: a tile of {shape} = {tile} elements is too large "
                                  "(at most 2**20 elements)")
+
+
+@dataclass(frozen=True)
+class SegmentConfig:
+    """How a segmented scan or reduction runs (tritonml/kernels/segment.py: one regime).
+
+    block_axis, block_inner: tile shape (axis positions x inner positions), powers of two.
+    chunk_tiles: tiles per program (any int >= 1): programs split the axis by elements, whatever
+        the segments' lengths.
+    window: published chunk tails folded per vector load, a power of two from 2 to
+        ``MAX_SCAN_WINDOW``.
+    boundary_block: segment boundaries read per vector load while a tile finds its segments, a
+        power of two.
+    num_warps: warps per program on a GPU (ignored by the interpreter).
+    """
+    block_axis: int
+    block_inner: int
+    chunk_tiles: int = 1
+    window: int = 64
+    boundary_block: int = 256
+    num_warps: int = 4
+
+    def validate(self, name: str = "config") -> None:
+        for field in ("block_axis", "block_inner", "window", "boundary_block", "num_warps"):
+            value = getattr(self, field)
+            if not _is_pow2(value):
+                raise ValueError(f"{name}.{field}: {value!r} must be a power of two")
+        if (not isinstance(self.chunk_tiles, int) or isinstance(self.chunk_tiles, bool)
+                or self.chunk_tiles < 1):
+            raise ValueError(f"{name}.chunk_tiles: {self.chunk_tiles!r} must be an int >= 1")
+        if not 2 <= self.window <= MAX_SCAN_WINDOW:
+            raise ValueError(f"{name}.window: {self.window!r} must be from 2 to {MAX_SCAN_WINDOW}")
+        for tile, shape in ((self.block_axis * self.block_inner, "block_axis x block_inner"),
+                            (self.window * self.block_inner, "window x block_inner")):
+            if tile > 1 << 16:
+                raise ValueError(f"{name}: a tile of {shape} = {tile} lanes is too large (at "
+                                 "most 2**16)")

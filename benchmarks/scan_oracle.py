@@ -74,7 +74,8 @@ def scan_reference(a: np.ndarray, axis: int, op: str, reverse: bool, exclusive: 
 
 def round_to(ref64: np.ndarray, dtype: torch.dtype) -> np.ndarray:
     """Round a float64 reference to ``dtype`` (round-to-nearest-even) and widen back."""
-    return torch.from_numpy(np.ascontiguousarray(ref64)).to(dtype).to(torch.float64).numpy()
+    # a copy: ascontiguousarray keeps the negative strides of a flipped size-1 axis
+    return torch.from_numpy(np.array(ref64, order="C")).to(dtype).to(torch.float64).numpy()
 
 
 def ulp(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:

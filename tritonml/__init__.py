@@ -11,6 +11,7 @@ from .torch_ops.reduce import reduce
 from .torch_ops.reduce_with import reduce_with
 from .launchers.reduce_with import Reduction
 from .torch_ops.scan import cumulative_product, cumulative_sum
+from .torch_ops.segment import segment_reduce, segment_scan
 from .dsl import CombineError, associative_scan
 from .torch_ops.recurrence import linear_recurrence
 from .torch_ops.cumextreme import cummax, cummin, logcumsumexp
@@ -34,8 +35,9 @@ INTERPRET = _backend.INTERPRET
 
 __all__ = ["cumulative_sum", "cumulative_product", "reduce", "ReduceFunction",
            "associative_scan", "CombineError", "linear_recurrence", "reduce_with", "Reduction",
-           "reductions", "cummax", "cummin", "logcumsumexp", "max_with_indices",
-           "min_with_indices", "aminmax", "var", "std", "var_mean", "std_mean", "nansum", "nanmean",
+           "reductions", "segment_reduce", "segment_scan", "cummax", "cummin", "logcumsumexp",
+           "max_with_indices", "min_with_indices", "aminmax", "var", "std", "var_mean", "std_mean",
+           "nansum", "nanmean",
            "enable", "disable", "use_tritonml", "tuning", "INTERPRET", "__version__"]
 
 

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import torch
 
+from .core import checks as _checks
 from .torch_ops import dtensor as _dtensor
+from .torch_ops.segment import check_segments
 from .launchers.state_combine import CombineError
 from .launchers.scan import associative_scan_states
+from .launchers.segment import segment_associative_scan
 
 __all__ = ["associative_scan", "CombineError"]
 
 
 @torch.compiler.disable
 def associative_scan(combine_fn, xs, axis, *, reverse=False, exclusive=False, identity=None,
-                     initial=None, out=None, config=None, return_carry=False):
+                     initial=None, out=None, config=None, return_carry=False, offsets=None,
+                    lengths=None):
     """Running ``combine_fn`` of the state ``xs`` along ``axis``.
 
     ``combine_fn``: a ``@triton.jit`` function ``f(a, b)`` of two states, each a tuple with one
@@ -48,7 +52,16 @@ def associative_scan(combine_fn, xs, axis, *, reverse=False, exclusive=False, id
     qualified name, file:line, the line and its error once; ``.original`` holds the exception it
     raised). A combine with no ``return``, a ``return`` of the wrong arity, or a constant index
     past the state (``b[2]`` of a one-tensor state) is refused before any launch (ValueError).
+
+    ``offsets`` / ``lengths``: scan each segment of ``axis`` on its own, restarting at each
+    boundary (as ``tritonml.segment_scan``, docs/segments.md): a 1-D integer tensor of n + 1
+    boundaries or of n lengths on xs's device. With segments, ``initial``, ``out``, ``config``
+    and ``return_carry`` are not taken.
     """
+    if offsets is not None or lengths is not None:
+        return _segmented(combine_fn, xs, axis, reverse, exclusive, identity, offsets, lengths,
+                          dict(initial=initial, out=out, config=config,
+                               return_carry=return_carry or None))
     if _dtensor.any_dtensor(xs):  # SPMD over the shards: tritonml.distributed.associative_scan
         if return_carry:
             raise NotImplementedError("return_carry: not supported for DTensor inputs; scan the "
@@ -72,4 +85,29 @@ def associative_scan(combine_fn, xs, axis, *, reverse=False, exclusive=False, id
     if return_carry:
         results, carries = results
         return (results[0], carries[0]) if single else (tuple(results), tuple(carries))
+    return results[0] if single else tuple(results)
+
+
+def _segmented(combine_fn, xs, axis, reverse, exclusive, identity, offsets, lengths, refused):
+    """``associative_scan`` restarted at every segment boundary."""
+    for name, value in refused.items():
+        if value is not None:
+            raise ValueError(f"{name}: not taken with offsets/lengths (a segmented scan has no "
+                             f"{name})")
+    single = isinstance(xs, torch.Tensor)
+    tensors = (xs,) if single else tuple(xs)
+    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors):
+        raise TypeError("xs: expected a tensor or a non-empty tuple of tensors")
+    if _dtensor.any_dtensor(tensors):
+        raise NotImplementedError("offsets: segmented scans of DTensors are not supported")
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        raise RuntimeError("xs: associative_scan has no autograd (a user's combine function has no "
+                           "derivative rule); pass tensors that do not require grad, e.g. "
+                           "x.detach()")
+    if tensors[0].dim() == 0:
+        raise ValueError("xs: a 0-d tensor has no axis to split into segments")
+    axis = _checks.normalize_axis(axis, tensors[0].dim())
+    offsets = check_segments(tensors[0], axis, offsets, lengths)
+    results = segment_associative_scan(combine_fn, tensors, offsets, axis, reverse=reverse,
+                                       exclusive=exclusive, identity=identity)
     return results[0] if single else tuple(results)

@@ -39,6 +39,7 @@ from .runtime import caches as _caches
 from . import routing_family as _family
 from .torch_ops.reduce import reduce as _reduce
 from .torch_ops.scan import cumulative_product, cumulative_sum
+from .torch_ops.segment import segment_reduce as _segment_reduce
 
 __all__ = ["enable", "disable", "use_tritonml"]
 
@@ -404,6 +405,10 @@ class _RoutingMode(TorchFunctionMode):
             result = _route(*entry, args, kwargs)
             if result is not _FALL_THROUGH:
                 return result
+        if func is torch.segment_reduce and _state.devices and not torch.compiler.is_compiling():
+            result = _route_segment_reduce(args, kwargs)
+            if result is not _FALL_THROUGH:
+                return result
         return func(*args, **kwargs)
 
 
@@ -575,3 +580,46 @@ def _route(route: Route, inplace: bool, args, kwargs):
     except (TypeError, ValueError):
         # tritonml checks everything before it launches or writes, so torch can still run the call.
         return _FALL_THROUGH
+
+
+# -- torch.segment_reduce -------------------------------------------------------------------------
+# Served: float data, one 1-D ``lengths`` or ``offsets`` tensor (then torch's axis is 0), any
+# ``initial``, ``unsafe`` either way (ours checks the boundaries in eager code regardless).
+# Falls through: ``indices=``, N-D lengths/offsets (torch's batched form), integer data (torch
+# has no kernel), and MAX/MIN while autograd records (torch's backward splits a positive gradient
+# evenly among tied maxima but gives a negative one to each of them in full; ours splits both).
+
+_SEGMENT_ARGS = _signature(lambda data, reduce, *, lengths=None, indices=None, offsets=None,
+                           axis=0, unsafe=False, initial=None: None)
+_SEGMENT_FUNCTIONS = {"sum": "SUM", "mean": "AVERAGE", "max": "MAX", "min": "MIN",
+                      "prod": "MULTIPLY"}
+
+
+def _route_segment_reduce(args, kwargs):
+    """One torch.segment_reduce call run by tritonml.segment_reduce, or _FALL_THROUGH."""
+    try:
+        arguments = _SEGMENT_ARGS.bind(*args, **kwargs).arguments
+    except TypeError:
+        return _FALL_THROUGH
+    x = arguments["data"]
+    function = _SEGMENT_FUNCTIONS.get(arguments.get("reduce"))
+    lengths, offsets = arguments.get("lengths"), arguments.get("offsets")
+    boundaries = lengths if offsets is None else offsets
+    if (function is None or arguments.get("indices") is not None
+            or (lengths is None) == (offsets is None) or not _readable(x)
+            or x.dtype not in FLOATS or not 1 <= x.dim() <= 8
+            or type(boundaries) is not torch.Tensor or boundaries.dim() != 1
+            or boundaries.device != x.device
+            or _index(arguments.get("axis", 0)) not in (0, -x.dim())
+            or _forward_ad_active()):
+        return _FALL_THROUGH
+    records = torch.is_grad_enabled() and x.requires_grad
+    if records and function in ("MAX", "MIN"):
+        return _FALL_THROUGH
+    initial = arguments.get("initial")
+    try:
+        result = _segment_reduce(x, function, offsets=offsets, lengths=lengths, axis=0,
+                                 initial=None if initial is None else float(initial))
+    except (TypeError, ValueError):
+        return _FALL_THROUGH   # checked before any launch: torch runs the call (and raises)
+    return result.contiguous()

@@ -32,7 +32,7 @@ from ..core.dtypes import DTYPE_BY_NAME
 
 
 KERNEL_MODULES = ("tritonml.kernels.scan", "tritonml.kernels.scan_chunked",
-                  "tritonml.kernels.reduce")
+                  "tritonml.kernels.reduce", "tritonml.kernels.segment")
 COMBINE_MODULE = "tritonml.kernels.combine"
 
 

@@ -83,6 +83,16 @@ def profiler_enabled() -> bool:
     return bool(torch.autograd.profiler._is_profiler_enabled)
 
 
+# ---------------------------------------------------------------------------------------------
+# Jagged nested tensors (tritonml/torch_ops/jagged.py)
+# ---------------------------------------------------------------------------------------------
+# Which dim of a jagged nested tensor is ragged: torch publishes no accessor, and under
+# torch.compile every size may be symbolic, so the shape alone does not tell.
+def jagged_ragged_dim(t: torch.Tensor):
+    """The ragged dim of a jagged nested tensor (None if this torch does not say)."""
+    return getattr(t, "_ragged_idx", None)
+
+
 def missing() -> list:
     """The entries above that fell back because the installed torch lacks them."""
     return [name for name, value in (

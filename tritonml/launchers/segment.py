@@ -1,19 +1,26 @@
-"""TEMPORARY STUB (pure torch, slow) of the segment launchers' API; the lead replaces the bodies
-with the Triton segment kernel before anything lands. Signatures and semantics are final.
+"""The segment launchers: scans and reductions restarted at segment boundaries along one axis
+(``tritonml.segment_reduce``, ``tritonml.segment_scan``, ``tritonml.associative_scan(...,
+offsets=)``), on the one segment kernel (tritonml/kernels/segment.py).
 
-Semantics (final):
-- ``offsets``: int64, contiguous, 1-D, n + 1 non-decreasing boundaries on x's device,
-  offsets[0] == 0 and offsets[-1] == x.shape[axis] (``segment_offsets`` makes and checks it).
-- ``segment_reduce_axis``: result i along ``axis`` is the reduction of
-  x.narrow(axis, offsets[i], offsets[i+1] - offsets[i]); shape x.shape with axis -> n
-  (keepdims: axis -> (n, 1)). ``initial`` (SUM, MULTIPLY, MAX, MIN, AVERAGE only, a Python
-  number) starts every segment's fold, as torch.segment_reduce's (AVERAGE divides by the segment's
-  length only). Empty segments: ``initial`` if given, else finish(identity, count=0) (SUM 0,
-  MULTIPLY 1, MAX -inf / type min, AVERAGE nan, LOG_SUM -inf, ...). ARGMAX/ARGMIN: the index is the
-  position along ``axis`` in x (offsets[i] + position in segment), int64; an empty segment's index
-  is x.shape[axis].
-- ``segment_scan_axis``: each segment scanned on its own (restarting at its boundary); same shape
-  and dtype as x.
+Segments: ``offsets`` is an int64, contiguous, 1-D tensor of n + 1 non-decreasing boundaries on
+x's device, offsets[0] == 0 and offsets[-1] == x.shape[axis] (``segment_offsets`` makes and checks
+it from ``offsets`` or ``lengths``); segment i is x.narrow(axis, offsets[i], offsets[i+1] -
+offsets[i]).
+
+- ``segment_reduce_axis``: result i along ``axis`` is the reduction of segment i; shape x.shape
+  with the axis n long (``keepdims``: n x 1). ``initial`` (SUM, MULTIPLY, MAX, MIN, AVERAGE; a
+  Python number) starts every segment's fold, as torch.segment_reduce's does (AVERAGE divides by
+  the segment's length only). Empty segments: ``initial`` if given, else the function's result
+  over nothing, ``finish(identity, count=0)``: SUM 0, MULTIPLY 1, MAX -inf (integers: the type's
+  minimum), MIN +inf (maximum), AVERAGE NaN, L1 and L2 and SUM_SQUARE 0, LOG_SUM and LOG_SUM_EXP
+  -inf. ARGMAX/ARGMIN: the index is the position along ``axis`` in x (offsets[i] + the position in
+  the segment; ties and NaN as ``tritonml.reduce``), int64; an empty segment's index is
+  x.shape[axis] (one past the end, as torch_scatter's ``segment_csr``).
+- ``segment_scan_axis``: each segment scanned on its own; same shape and dtype as x.
+- ``segment_associative_scan``: ``tritonml.associative_scan`` with the same restarts.
+
+Value checks of ``offsets`` read its values (on a GPU, a sync): ``check_values=False`` skips
+them, as under torch.compile; the kernel then trusts the boundaries.
 """
 from __future__ import annotations
 
@@ -21,84 +28,308 @@ from typing import Optional
 
 import torch
 
-from ..core import checks as _checks
+from tritonml_autotune.configs import SegmentConfig
+from tritonml_autotune.segments import segment_config
+
+from ..core import checks as _checks, layout as _layout
+from ..core.dtypes import ACC_TORCH_DTYPE, INT_DTYPES, TL_DTYPE, TORCH_DTYPE
+from ..kernels import combine as _combine
+from ..kernels.segment import segment_kernel
+from ..runtime import resident as _resident, steps as _steps
+from . import state_combine as _state_combine
+from .reduction import Reduction
+from .scan_records import ScanCombine
+
+# The functions whose fold ``initial`` may start (torch.segment_reduce's five).
+INITIAL_FUNCTIONS = ("SUM", "MULTIPLY", "MAX", "MIN", "AVERAGE")
+_INDEX_FUNCTIONS = ("ARGMAX", "ARGMIN")
 
 
 def segment_offsets(axis_len: int, device, *, offsets=None, lengths=None,
                     check_values: bool = True) -> torch.Tensor:
-    """The validated int64 contiguous offsets (n + 1 entries) from exactly one of ``offsets`` /
-    ``lengths``; raises ValueError/TypeError naming the parameter. ``check_values=False`` skips the
-    checks that read the values (a device sync), as under torch.compile."""
+    """The int64 contiguous boundaries (n + 1 entries) from exactly one of ``offsets`` (a 1-D
+    integer tensor or list of ints: n + 1 non-decreasing boundaries from 0 to ``axis_len``) and
+    ``lengths`` (n non-negative lengths summing to ``axis_len``), on ``device``. Raises
+    TypeError/ValueError naming the parameter and the rule. ``check_values=False`` skips the
+    checks that read the values."""
     if (offsets is None) == (lengths is None):
-        raise ValueError("offsets, lengths: pass exactly one of them")
-    if lengths is not None:
-        lengths = torch.as_tensor(lengths, device=device).to(torch.int64)
-        offsets = torch.cat([lengths.new_zeros(1), torch.cumsum(lengths, 0)])
-    offsets = torch.as_tensor(offsets, device=device).to(torch.int64).contiguous()
+        raise ValueError("offsets, lengths: pass exactly one of them (offsets: the n + 1 segment "
+                         "boundaries; lengths: the n segment lengths)")
+    name = "offsets" if offsets is not None else "lengths"
+    given = offsets if offsets is not None else lengths
+    if isinstance(given, (list, tuple)) and all(type(v) is int for v in given):
+        given = torch.tensor(given, dtype=torch.int64, device=device)
+    if not isinstance(given, torch.Tensor):
+        raise TypeError(f"{name}: expected a 1-D integer tensor or a list of ints, got "
+                        f"{type(given).__name__}")
+    if given.dtype not in INT_DTYPES:
+        raise TypeError(f"{name}: dtype {given.dtype} is not an integer dtype; segment "
+                        "boundaries and lengths are integers (int64 or int32 as a rule)")
+    if given.dim() != 1:
+        raise ValueError(f"{name}: expected a 1-D tensor, got shape {tuple(given.shape)}")
+    if given.device != torch.device(device):
+        raise ValueError(f"{name}: is on {given.device} but x is on {device}; pass {name} on "
+                         "x's device")
+    if offsets is not None and given.numel() == 0:
+        raise ValueError("offsets: is empty; n segments need n + 1 boundaries (offsets[0] == 0 "
+                         "and offsets[-1] == the axis length)")
+    values = given.to(torch.int64)
     if check_values:
-        if offsets[0] != 0 or offsets[-1] != axis_len or (offsets[1:] < offsets[:-1]).any():
-            raise ValueError("offsets: bad")
-    return offsets
+        _check_values(name, values, axis_len)
+    if lengths is not None:
+        values = torch.cat([values.new_zeros(1), torch.cumsum(values, 0)])
+    return values.contiguous()
 
 
-def segment_reduce_axis(xs, reduction, offsets: torch.Tensor, axis: int, *, initial=None,
-                        keepdims: bool = False, out=None) -> tuple:
-    """Segmented reduction of the tensor(s) ``xs`` (a tuple, ``reduction.inputs`` of them) with a
+def _check_values(name: str, values: torch.Tensor, axis_len: int) -> None:
+    if name == "lengths":
+        negative = torch.nonzero(values < 0)
+        if negative.numel():
+            i = int(negative[0])
+            raise ValueError(f"lengths: lengths[{i}] = {int(values[i])} is negative; segment "
+                             "lengths are >= 0")
+        total = int(values.sum()) if values.numel() else 0
+        if total != axis_len:
+            raise ValueError(f"lengths: sum to {total}, but the axis has {axis_len} positions; "
+                             "the segments must cover the axis exactly")
+        return
+    if int(values[0]) != 0:
+        raise ValueError(f"offsets: offsets[0] = {int(values[0])}, must be 0 (the first segment "
+                         "starts at the axis' first position)")
+    if int(values[-1]) != axis_len:
+        raise ValueError(f"offsets: offsets[-1] = {int(values[-1])}, must equal the axis length "
+                         f"{axis_len} (the last segment ends at the axis' end)")
+    decreasing = torch.nonzero(values[1:] < values[:-1])
+    if decreasing.numel():
+        i = int(decreasing[0]) + 1
+        raise ValueError(f"offsets: offsets[{i}] = {int(values[i])} < offsets[{i - 1}] = "
+                         f"{int(values[i - 1])}; boundaries must be non-decreasing")
+
+
+def _check_offsets_meta(offsets: torch.Tensor, device) -> None:
+    if (not isinstance(offsets, torch.Tensor) or offsets.dtype != torch.int64
+            or offsets.dim() != 1 or offsets.numel() < 1 or not offsets.is_contiguous()):
+        raise ValueError("offsets: expected the int64, contiguous, 1-D boundaries "
+                         "segment_offsets returns")
+    if offsets.device != device:
+        raise ValueError(f"offsets: is on {offsets.device} but x is on {device}")
+
+
+def _inputs(xs, name: str = "x") -> tuple:
+    xs = (xs,) if isinstance(xs, torch.Tensor) else xs
+    if not isinstance(xs, (tuple, list)) or not xs:
+        raise TypeError(f"{name}: expected a tensor or a tuple of tensors, got "
+                        f"{type(xs).__name__}")
+    xs = tuple(xs)
+    for i, t in enumerate(xs):
+        _checks.check_tensor(name if len(xs) == 1 else f"{name}[{i}]", t)
+        if t.shape != xs[0].shape or t.device != xs[0].device:
+            raise ValueError(f"{name}[{i}]: shape {tuple(t.shape)} on {t.device} does not match "
+                             f"{name}[0]'s {tuple(xs[0].shape)} on {xs[0].device}")
+    if xs[0].dim() == 0:
+        raise ValueError(f"{name}: is 0-d; a segmented op needs an axis to segment")
+    return xs
+
+
+# ---------------------------------------------------------------------------------------------
+# layout and launch
+# ---------------------------------------------------------------------------------------------
+def _layout_args(shape, axis: int, xs: tuple, outs: tuple) -> tuple:
+    """The kernel's layout arguments for inputs ``xs`` and outputs ``outs`` that share every dim
+    but ``axis`` (outs' axis runs over segments in a reduction): outer dims x axis x inner, the
+    other dims merged where every tensor allows."""
+    tensors = xs + outs
+    others = [d for d in range(len(shape)) if d != axis]
+    dims = _layout.merge_dims([(shape[d], tuple(t.stride(d) for t in tensors)) for d in others])
+    inner_len, inner_columns = dims[-1] if dims else (1, (0,) * len(tensors))
+    outer = dims[:-1]
+    outer_sizes = _layout._pad((d[0] for d in outer), _layout.MAX_OUTER_DIMS, 1)
+
+    def outer_strides(c):
+        return _layout._pad((d[1][c] for d in outer), _layout.MAX_OUTER_DIMS, 0)
+    k = len(xs)
+    return (shape[axis], inner_len, outer_sizes,
+            tuple(t.stride(axis) for t in xs), inner_columns[:k],
+            tuple(outer_strides(c) for c in range(k)),
+            tuple(t.stride(axis) for t in outs), inner_columns[k:],
+            tuple(outer_strides(k + c) for c in range(len(outs))))
+
+
+def _launch(xs: tuple, outs: tuple, offsets: torch.Tensor, axis: int, *, prepare, merge,
+            finish, load_dtypes: tuple, state_dtypes: tuple, identity: tuple, scan: bool,
+            exclusive: bool = False, reverse: bool = False, initial=None,
+            empty_index: bool = False, config: Optional[SegmentConfig] = None) -> None:
+    """Run the segment kernel over ``xs`` into ``outs`` (``state_dtypes``: torch dtypes, one per
+    state component; ``load_dtypes``: one per input)."""
+    x = xs[0]
+    shape = tuple(x.shape)
+    args = _layout_args(shape, axis, xs, outs)
+    axis_len, inner_len, outer_sizes = args[:3]
+    outer_len = 1
+    for size in outer_sizes:
+        outer_len *= size
+    if config is None:
+        state_bytes = sum(d.itemsize for d in state_dtypes)
+        config = segment_config(axis_len, inner_len, outer_len, state_bytes, x.device.type,
+                                x.device)
+    block_axis, block_inner = config.block_axis, config.block_inner
+    chains = outer_len * -(-inner_len // block_inner)
+    tiles = max(1, -(-axis_len // block_axis))
+    programs = chains * -(-tiles // config.chunk_tiles)
+    n_segments = offsets.numel() - 1
+    inner_strides = (*args[4], *args[7])
+    reaches = [_layout.last_offset(t.shape, t.stride()) + block_axis * abs(t.stride(axis))
+               + block_inner * abs(inner_stride)
+               for t, inner_stride in zip(xs + outs, inner_strides)]
+    index_64 = _layout.needs_index_64(*reaches, axis_len + block_axis,
+                                      n_segments + config.boundary_block + 1,
+                                      programs * block_inner)
+    seg_combine, seg_scan = _state_combine.segmented_adapters(merge, len(state_dtypes))
+    meta = dict(PREPARE=prepare, MERGE=merge, SEG_COMBINE=seg_combine, SEG_SCAN=seg_scan,
+                FINISH=finish, LOAD_DTYPE=tuple(TL_DTYPE[d] for d in load_dtypes),
+                IDENTITY=tuple(identity), STATE_DTYPE=tuple(TL_DTYPE[d] for d in state_dtypes),
+                SCAN=scan, EXCLUSIVE=exclusive, REVERSE=reverse,
+                HAS_INITIAL=initial is not None, EMPTY_INDEX=empty_index, INDEX_64=index_64,
+                BLOCK_AXIS=block_axis, BOUNDARY_BLOCK=config.boundary_block,
+                BLOCK_INNER=block_inner, WINDOW=config.window,
+                PTR_TUPLES=len(xs) > 1 or len(outs) > 1 or len(state_dtypes) > 1,
+                num_warps=config.num_warps)
+    tuples = meta["PTR_TUPLES"]
+    # tensor slots: x0, out0, offsets, x1.., out1.., then the status words and the tails
+    k_in, k_out, k_state = len(xs), len(outs), len(state_dtypes)
+    x_slots = (0, *range(3, 2 + k_in))
+    out_slots = (1, *range(2 + k_in, 1 + k_in + k_out))
+    status = 1 + k_in + k_out
+    tail_slots = tuple(range(status + 1, status + 1 + k_state))
+    workspaces = (_steps.Workspace(2 + programs, torch.int32, resident=_resident.LOOKBACK),
+                  *(_steps.Workspace(programs * block_inner, d) for d in state_dtypes))
+    slots = (x_slots if tuples else 0, out_slots if tuples else 1, 2, status,
+             tail_slots if tuples else tail_slots[0])
+    tail = (*args, n_segments, config.chunk_tiles, initial if initial is not None else 0)
+    step = _steps.step(segment_kernel, (programs,), slots, tail, meta)
+    _steps.Work(workspaces, (step,)).run(x, outs[0], (offsets, *xs[1:], *outs[1:]))
+
+
+def _config(config) -> Optional[SegmentConfig]:
+    if config is not None:
+        if not isinstance(config, SegmentConfig):
+            raise TypeError(f"config: expected a SegmentConfig, got {type(config).__name__}")
+        config.validate()
+    return config
+
+
+# ---------------------------------------------------------------------------------------------
+# the three operations
+# ---------------------------------------------------------------------------------------------
+def segment_reduce_axis(xs, reduction: Reduction, offsets: torch.Tensor, axis: int, *,
+                        initial=None, keepdims: bool = False,
+                        config: Optional[SegmentConfig] = None) -> tuple:
+    """Segmented reduction of the tensor(s) ``xs`` (``reduction.inputs`` of them) with a
     ``Reduction`` (a built-in ``ReduceRecord`` or a user's); returns a tuple of outputs."""
-    from .reduce_with import reduce_with_axes
-    xs = (xs,) if isinstance(xs, torch.Tensor) else tuple(xs)
+    if not isinstance(reduction, Reduction):
+        raise TypeError(f"function: expected a tritonml.Reduction, got "
+                        f"{type(reduction).__name__}")
+    xs = _inputs(xs)
+    if len(xs) != reduction.inputs:
+        raise ValueError(f"x: {reduction.name} reduces {reduction.inputs} tensor(s), got "
+                         f"{len(xs)}")
     axis = _checks.normalize_axis(axis, xs[0].dim())
-    n = offsets.numel() - 1
-    parts = []
-    for i in range(n):
-        lo, hi = int(offsets[i]), int(offsets[i + 1])
-        if hi == lo:
-            shape = list(xs[0].shape)
-            shape[axis] = 1
-            parts.append(tuple(torch.full(shape, float("nan")).to(xs[0].dtype)
-                               for _ in range(reduction.outputs)))
-        else:
-            parts.append(reduce_with_axes(reduction, tuple(t.narrow(axis, lo, hi - lo) for t in xs),
-                                          (axis,), keepdims=True))
-    outs = []
-    for k in range(reduction.outputs):
-        res = torch.cat([p[k] for p in parts], axis) if parts else None
-        if keepdims:
-            res = res.unsqueeze(axis + 1)
-        outs.append(res)
-    return tuple(outs)
+    keepdims = _checks.check_bool("keepdims", keepdims)
+    _check_offsets_meta(offsets, xs[0].device)
+    dtypes = tuple(t.dtype for t in xs)
+    if reduction.check is not None:
+        reduction.check(dtypes)
+    function = getattr(getattr(reduction, "function", None), "name", None)
+    if initial is not None:
+        if function not in INITIAL_FUNCTIONS:
+            raise ValueError(f"initial: defined for {', '.join(INITIAL_FUNCTIONS)} only (torch."
+                             f"segment_reduce's), not {reduction.name}")
+        if type(initial) not in (int, float):
+            raise TypeError(f"initial: expected a Python int or float, got "
+                            f"{type(initial).__name__}")
+    config = _config(config)
+    shape = list(xs[0].shape)
+    shape[axis] = offsets.numel() - 1
+    outs = tuple(torch.empty(shape, dtype=d, device=xs[0].device)
+                 for d in reduction.output_dtypes(dtypes))
+    if outs[0].numel():
+        load, state, identity = reduction.kernel_state(dtypes, True)
+        _launch(tuple(t.resolve_neg() for t in xs), outs, offsets, axis,
+                prepare=reduction.prepare, merge=reduction.merge, finish=reduction.finish,
+                load_dtypes=tuple(TORCH_DTYPE[d] for d in load),
+                state_dtypes=tuple(TORCH_DTYPE[d] for d in state), identity=identity,
+                scan=False, initial=initial, empty_index=function in _INDEX_FUNCTIONS,
+                config=config)
+    if keepdims:
+        outs = tuple(o.unsqueeze(axis + 1) for o in outs)
+    return outs
 
 
-def segment_scan_axis(x: torch.Tensor, record, offsets: torch.Tensor, axis: int, *,
+def segment_scan_axis(x: torch.Tensor, record: ScanCombine, offsets: torch.Tensor, axis: int, *,
                       reverse: bool = False, exclusive: bool = False,
-                      out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """Segmented scan of ``x`` along ``axis`` with a ``ScanCombine`` record (SUM or PRODUCT)."""
-    from .scan import cumulative_scan
+                      out: Optional[torch.Tensor] = None,
+                      config: Optional[SegmentConfig] = None) -> torch.Tensor:
+    """Segmented scan of ``x`` along ``axis`` with a ``ScanCombine`` record (SUM or PRODUCT);
+    ``out`` (optional): x's shape and dtype, may be x itself."""
+    if not isinstance(record, ScanCombine):
+        raise TypeError(f"function: expected a ScanCombine record, got {type(record).__name__}")
+    (x,) = _inputs(x)
     axis = _checks.normalize_axis(axis, x.dim())
-    result = torch.empty_like(x) if out is None else out
-    for i in range(offsets.numel() - 1):
-        lo, hi = int(offsets[i]), int(offsets[i + 1])
-        if hi > lo:
-            result.narrow(axis, lo, hi - lo).copy_(cumulative_scan(
-                x.narrow(axis, lo, hi - lo), axis, record, reverse=reverse, exclusive=exclusive))
+    reverse = _checks.check_bool("reverse", reverse)
+    exclusive = _checks.check_bool("exclusive", exclusive)
+    _check_offsets_meta(offsets, x.device)
+    if out is not None:
+        _checks.check_out(out, x, shape=tuple(x.shape), dtype=x.dtype, allow_alias_of=x)
+    config = _config(config)
+    result = torch.empty_like(x) if out is None or out.is_neg() else out
+    if x.numel():
+        state = record.state_dtype(x.dtype)
+        merge, _ = record.forms()
+        _launch((x.resolve_neg(),), (result,), offsets, axis, prepare=_combine.keep_inputs,
+                merge=merge, finish=_combine.finish_value, load_dtypes=(state,),
+                state_dtypes=(state,), identity=(record.identity,), scan=True,
+                exclusive=exclusive, reverse=reverse, config=config)
+    if out is not None and result is not out:
+        out.copy_(result)
+        return out
     return result
 
 
 def segment_associative_scan(combine_fn, xs, offsets: torch.Tensor, axis: int, *,
                              reverse: bool = False, exclusive: bool = False,
-                             identity=None) -> tuple:
-    """``tritonml.associative_scan`` restarted at every segment boundary; a tuple of outputs."""
-    from .associative_scan import associative_scan_states
-    xs = tuple(xs)
+                             identity=None, config: Optional[SegmentConfig] = None) -> tuple:
+    """``tritonml.associative_scan`` restarted at every segment boundary (``combine_fn`` a
+    ``@triton.jit`` combine of two state tuples); a tuple of outputs, each its input's shape and
+    dtype. ``identity`` (one value per tensor) is needed only for ``exclusive``."""
+    from . import scan_checks as _scan_checks
+    xs = _inputs(xs, "xs")
+    k = len(xs)
+    _scan_checks.check_combine_fn(combine_fn, k)
     axis = _checks.normalize_axis(axis, xs[0].dim())
-    results = [torch.empty_like(t) for t in xs]
-    for i in range(offsets.numel() - 1):
-        lo, hi = int(offsets[i]), int(offsets[i + 1])
-        if hi > lo:
-            parts = associative_scan_states(combine_fn, tuple(t.narrow(axis, lo, hi - lo)
-                                                              for t in xs), axis,
-                                            reverse=reverse, exclusive=exclusive,
-                                            identity=identity)
-            for r, p in zip(results, parts):
-                r.narrow(axis, lo, hi - lo).copy_(p)
-    return tuple(results)
+    reverse = _checks.check_bool("reverse", reverse)
+    exclusive = _checks.check_bool("exclusive", exclusive)
+    identity = _scan_checks.check_identity(identity, k)
+    if exclusive and identity is None:
+        raise ValueError("identity: an exclusive scan needs the combine's identity (the state "
+                         "its first output holds); pass identity=(one value per tensor of xs)")
+    _check_offsets_meta(offsets, xs[0].device)
+    config = _config(config)
+    outs = tuple(torch.empty_like(t) for t in xs)
+    if xs[0].numel():
+        states = tuple(ACC_TORCH_DTYPE[t.dtype] for t in xs)
+        try:
+            _launch(tuple(t.resolve_neg() for t in xs), outs, offsets, axis,
+                    prepare=_combine.keep_inputs, merge=combine_fn, finish=_combine.finish_value,
+                    load_dtypes=states, state_dtypes=states,
+                    identity=identity if identity is not None else (0,) * k, scan=True,
+                    exclusive=exclusive, reverse=reverse, config=config)
+        except Exception as error:
+            failure = _state_combine.combine_error(error, combine_fn, k)
+            if failure is None:
+                raise
+            raise failure from None
+    return outs
+
+
+__all__ = ["INITIAL_FUNCTIONS", "segment_offsets", "segment_reduce_axis", "segment_scan_axis",
+           "segment_associative_scan"]

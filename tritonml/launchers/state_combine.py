@@ -14,6 +14,8 @@ source (Triton compiles functions from their source, so the adapter's text is re
   times a float) still scans in fixed types. ``flagged``: the state has one more component, a
   "holds elements" flag (int1) for scans without an identity; where one operand's flag is clear
   the result is the other operand, so padding never reaches ``fn``'s results.
+- ``segmented_adapters(fn, arity)``: the segmented lift of a tuple-state combine, for the segment
+  kernel: a flag component starts a new segment.
 - ``scalar_adapter(fn)``: the state form of a one-component combine written on scalars
   (``ScanCombine``); its flat form is ``fn`` itself.
 
@@ -140,8 +142,15 @@ def _source(kind: str, name: str, arity: int, flagged: bool) -> str:
             results = [f"r[{i}].to({a[i]}.dtype)" for i in range(arity)]
         lines.append(f"    return {_tuple(results)}")
         return "\n".join(lines) + "\n"
-    # kind == "state": the state form, through the flat form
-    width = arity + flagged
+    if kind == "segflat":  # the segmented lift: a set flag on b starts a new segment there
+        params = a + ["af"] + b + ["bf"]
+        lines = [f"def {name}({', '.join(params)}):",
+                 f"    r = USER({_tuple(a)}, {_tuple(b)})"]
+        results = [f"tl.where(bf, {b[i]}, r[{i}].to({a[i]}.dtype))" for i in range(arity)]
+        lines.append(f"    return {_tuple(results + ['af | bf'])}")
+        return "\n".join(lines) + "\n"
+    # kind == "state" / "segstate": the state form, through the flat form
+    width = arity + (flagged or kind == "segstate")
     args = [f"a[{i}]" for i in range(width)] + [f"b[{i}]" for i in range(width)]
     return f"def {name}(a, b):\n    return FLAT({', '.join(args)})\n"
 
@@ -178,8 +187,8 @@ def _build(name: str, user=None):
             raise ValueError("the combine function is local to another process")
         user = _decode(tag)
     namespace = {"USER": user, "tl": tl, "triton": triton}
-    if kind == "state":
-        namespace["FLAT"] = _get("flat", user, arity, flagged)
+    if kind in ("state", "segstate"):
+        namespace["FLAT"] = _get("flat" if kind == "state" else "segflat", user, arity, flagged)
     source = _source(kind, name, arity, flagged)
     filename = _ADAPTER_FILE.format(name=name)
     linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
@@ -205,6 +214,14 @@ def state_adapters(fn, arity: int, flagged: bool):
     """``(COMBINE, SCAN_COMBINE)`` for the tuple-state combine ``fn`` (a ``@triton.jit`` function)
     over ``arity`` components, plus the flag component when ``flagged``."""
     return _get("state", fn, arity, flagged), _get("flat", fn, arity, flagged)
+
+
+def segmented_adapters(fn, arity: int):
+    """``(SEG_COMBINE, SEG_SCAN)``: the state and flat forms of the segmented lift of the
+    tuple-state combine ``fn`` (a reduction's ``merge`` or a scan's state form) over ``arity``
+    components plus a "starts a segment" flag: ``(a, fa) + (b, fb)`` is ``(b if fb else
+    fn(a, b), fa | fb)``, associative whenever ``fn`` is (tritonml/kernels/segment.py)."""
+    return _get("segstate", fn, arity, False), _get("segflat", fn, arity, False)
 
 
 def scalar_adapter(fn):

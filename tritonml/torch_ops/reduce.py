@@ -18,6 +18,7 @@ from ..core.reduce_function import ReduceFunction
 from ..core.shapes import reduced_shape
 from ..launchers.reduce import check_index_dtype, reduce_axes
 from ..reduce_functions import RECORDS
+from . import jagged as _jagged
 from .define import batch_first, define, differentiable, direct_call_allowed, mutated
 
 
@@ -131,6 +132,8 @@ def reduce(x: torch.Tensor, function, axes=None, *, keepdims: bool = True,
     ``torch.ops.tritonml.reduce`` (``reduce_out`` with out=). See docs/reduce.md for types, empty
     axes and NaN rules, docs/torch.md for gradients.
     """
+    if isinstance(x, torch.Tensor) and x.is_nested:  # jagged layout: torch_ops/jagged.py
+        return _jagged.reduce(reduce, x, function, axes, keepdims, index_dtype, out)
     if direct_call_allowed(x, out):
         # Plain eager code: the launcher the op would call, without the op's layers.
         combine = RECORDS[ReduceFunction.parse(function, "function")]

@@ -26,7 +26,7 @@ from typing import Optional
 import torch
 
 from ..core import checks as _checks
-from . import dtensor as _dtensor
+from . import dtensor as _dtensor, jagged as _jagged
 from ..launchers.scan import check_initial_meta, cumulative_scan, prechecked
 from ..launchers.scan_records import PRODUCT, SUM, ScanCombine
 from .define import (_peek_functorch, batch_first, define, differentiable, direct_call_allowed,
@@ -73,6 +73,8 @@ class _ScanOps:
                  out: Optional[torch.Tensor], return_carry: bool = False):
         """The public function: normalize what the schema types, then call one op (or, in plain
         eager code, the launcher the op would call: ``define.direct_call_allowed``)."""
+        if isinstance(x, torch.Tensor) and x.is_nested:  # jagged layout: torch_ops/jagged.py
+            return _jagged.scan(self, x, axis, reverse, exclusive, initial, out, return_carry)
         if _checks.check_bool("return_carry", return_carry):
             if _dtensor.any_dtensor((x, initial, out)):
                 raise NotImplementedError("return_carry: not supported for DTensor inputs; scan "

@@ -1,0 +1,46 @@
+"""The segment kernel's config (``SegmentConfig``): tile shape and chunk length from the shape
+alone, never from the segments' lengths (which live on the device), so a config costs no sync.
+
+Programs split the axis by elements. On a GPU (or with a target set, ``devices.active()``) the
+chunks are as long as leaves ``PROGRAMS_PER_SM`` programs per SM, and never shorter than one
+tile: every SM busy, and each program's look-back (one vector load per WINDOW chunks) a small
+share of its work. On the CPU (Triton's interpreter), where programs run one after another, one
+chunk per chain: the fewest programs.
+"""
+from __future__ import annotations
+
+from tritonml_autotune.configs import MAX_SCAN_WINDOW, SegmentConfig
+
+from .heuristics import _choose_for, next_pow2
+
+PROGRAMS_PER_SM = 4
+# Lanes of one tile: 2048 at 8 warps (8 lanes a thread) keeps a tile's state, flags, segment ids
+# and positions in registers for states of up to two 8-byte components, with no spills on
+# sm_80/sm_90 (tests/test_segment_compile.py); wider states take half as many. Long tiles keep the
+# per-tile searches of the boundaries a small share of the bytes (tests/test_segment_bytes.py).
+TILE_LANES = 2048
+NUM_WARPS = 8
+MAX_BLOCK_INNER = 64
+
+
+def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: int,
+                   device_type: str, device=None) -> SegmentConfig:
+    """The config of a segmented scan or reduction along an axis of ``axis_len`` positions with
+    ``inner_len`` inner positions and ``outer_len`` outer positions, for a state of ``state_bytes`` per
+    element."""
+    block_inner = min(next_pow2(inner_len), MAX_BLOCK_INNER)
+    chains = outer_len * -(-inner_len // block_inner)
+    lanes = TILE_LANES if state_bytes <= 16 else TILE_LANES // 2
+    block_axis = max(16, min(lanes // block_inner, next_pow2(max(axis_len, 1))))
+    tiles = max(1, -(-axis_len // block_axis))
+    on_gpu, fill = _choose_for(device_type, device)
+    if on_gpu:
+        programs = max(1, fill // 2 * PROGRAMS_PER_SM)   # fill is 2 per SM
+        chunk_tiles = max(1, -(-chains * tiles // programs))
+    else:
+        chunk_tiles = tiles
+    chunks = -(-tiles // chunk_tiles)
+    window = min(MAX_SCAN_WINDOW, max(16, next_pow2(chunks)), max(2, 4096 // block_inner))
+    num_warps = NUM_WARPS
+    return SegmentConfig(block_axis, block_inner, chunk_tiles, window,
+                         boundary_block=min(block_axis, 1024), num_warps=num_warps)

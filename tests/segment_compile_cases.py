@@ -1,0 +1,78 @@
+"""The segment kernel's specializations a GPU runs, as recorded launches (tritonml/kernels/
+segment.py): every reduce function and scan, each dtype class, both directions, the layouts that
+change the tile (the segmented axis contiguous, or strided under a contiguous inner dim), with
+the configs chosen for an H100. Used by tests/test_segment_compile.py and the compile facts."""
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+from tritonml import reductions
+from tritonml.bench.gpu_compile import describe
+from tritonml.launchers import segment as S
+from tritonml.launchers.scan_records import PRODUCT, SUM
+from tritonml.reduce_functions import RECORDS, record_of
+from tritonml.runtime import trace as _trace
+from tritonml_autotune import devices
+
+# (name, shape, axis): segments along a contiguous axis, and along a strided one
+LAYOUTS = {"rows": ((64, 1 << 16), 1), "columns": ((1 << 14, 256), 0)}
+# A dtype per class (a float32 state of float64, a half type's float32, a 64-bit integer one);
+# the layout column adds the strided-axis tile for a few of them.
+REDUCE_DTYPES = (torch.float32, torch.bfloat16, torch.int32)
+SCAN_DTYPES = (torch.float32, torch.int64)
+COLUMN_CASES = (("SUM", torch.float32), ("ARGMAX", torch.float16), ("LOG_SUM_EXP", torch.float32))
+
+
+def _record(call, case: dict) -> list:
+    with devices.targeting("H100"), _trace.record(execute=False) as rec:
+        call()
+    descriptions = []
+    for launch in rec.launches:
+        desc = describe(launch)
+        desc["case"] = case
+        descriptions.append(desc)
+    return descriptions
+
+
+def segment_launches(layouts=tuple(LAYOUTS)) -> list:
+    """Rows: every reduce function x dtype it accepts, the scans x dtype x direction x
+    exclusive, a user reduction (Welford) and ``initial``; columns: ``COLUMN_CASES`` and a
+    reversed exclusive scan."""
+    descriptions = []
+    for layout in layouts:
+        shape, axis = LAYOUTS[layout]
+        offsets = torch.tensor([0, 5, 5, shape[axis] // 2, shape[axis]], dtype=torch.int64)
+        rows = layout == "rows"
+        for record, dtype in itertools.product(RECORDS.values(), REDUCE_DTYPES + (torch.float16,)):
+            if record.float_only and not dtype.is_floating_point:
+                continue
+            if (record.name, dtype) not in COLUMN_CASES and (not rows or dtype not in
+                                                             REDUCE_DTYPES):
+                continue
+            x = torch.empty(shape, dtype=dtype)
+            descriptions += _record(
+                lambda: S.segment_reduce_axis(x, record, offsets, axis),
+                dict(layout=layout, op=record.name, dtype=str(dtype)))
+        for record, dtype, reverse, exclusive in itertools.product(
+                (SUM, PRODUCT), SCAN_DTYPES, (False, True), (False, True)):
+            if not rows and (record, dtype, reverse, exclusive) != (SUM, torch.float32, True,
+                                                                    True):
+                continue
+            x = torch.empty(shape, dtype=dtype)
+            descriptions += _record(
+                lambda: S.segment_scan_axis(x, record, offsets, axis, reverse=reverse,
+                                            exclusive=exclusive),
+                dict(layout=layout, op=record.name, dtype=str(dtype), reverse=reverse,
+                     exclusive=exclusive))
+        if not rows:
+            continue
+        x = torch.empty(shape, dtype=torch.float32)
+        descriptions += _record(lambda: S.segment_reduce_axis(x, reductions.welford, offsets,
+                                                              axis),
+                                dict(layout=layout, op="welford", dtype="torch.float32"))
+        descriptions += _record(lambda: S.segment_reduce_axis(x, record_of("SUM"), offsets, axis,
+                                                              initial=1.5),
+                                dict(layout=layout, op="SUM initial", dtype="torch.float32"))
+    return descriptions

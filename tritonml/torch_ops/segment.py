@@ -1,0 +1,521 @@
+"""Segmented reductions and scans as torch ops, with fake kernels, autograd (reverse and forward
+mode) and vmap rules, and the public functions ``tritonml.segment_reduce`` / ``segment_scan``:
+
+    tritonml::segment_reduce(Tensor x, Tensor offsets, str function, int axis, bool keepdims,
+                             Scalar? initial) -> Tensor
+    tritonml::segment_scan(Tensor x, Tensor offsets, str function, int axis, bool reverse,
+                           bool exclusive) -> Tensor
+
+``offsets`` holds the n + 1 boundaries of the n segments of ``axis`` (docs/segments.md); the
+result of ``segment_reduce`` has n entries along ``axis``: offsets.shape[0] - 1, a static size,
+which is all the fake kernels need. The launchers are tritonml/launchers/segment.py.
+
+Gradients are in x only (offsets are integers). Each is written once as the partial derivative
+of a segment's result in each of its elements (``_partials``): the backward multiplies it by the
+gradient gathered from each element's segment, forward mode sums it times the tangent over each
+segment. Both run on tritonml's own ops (the gather is one ``index_select``; the sums are segment
+sums), so gradients are differentiable again.
+"""
+from __future__ import annotations
+
+import numbers
+from typing import Optional, Union
+
+import torch
+
+from ..core import checks as _checks, torch_compat as _torch_compat
+from ..core.dtypes import is_float
+from ..core.reduce_function import ReduceFunction
+from ..launchers.reduction import Reduction
+from ..launchers.scan_records import PRODUCT, SUM, ScanCombine, _inclusive_product_grad
+from ..launchers.segment import (segment_offsets, segment_reduce_axis, segment_scan_axis)
+from ..reduce_functions import RECORDS, ReduceRecord
+from .define import define, differentiable, direct_call_allowed
+
+# torch.segment_reduce's set: the functions whose fold an ``initial`` can start
+INITIAL_FUNCTIONS = frozenset({ReduceFunction.SUM, ReduceFunction.MULTIPLY, ReduceFunction.MAX,
+                               ReduceFunction.MIN, ReduceFunction.AVERAGE})
+_SCANS = {"SUM": SUM, "PRODUCT": PRODUCT}
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument checks (metadata always; the values of offsets/lengths in eager code only)
+# ---------------------------------------------------------------------------------------------
+def _check_boundary_tensor(name: str, t, device) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name}: expected a 1-D integer torch.Tensor, got {type(t).__name__}; "
+                        f"wrap it with torch.tensor(..., device=x.device)")
+    if t.dim() != 1:
+        raise ValueError(f"{name}: expected a 1-D tensor, got shape {tuple(t.shape)}")
+    if t.dtype == torch.bool or t.dtype.is_floating_point or t.dtype.is_complex:
+        raise TypeError(f"{name}: expected an integer dtype (int32 or int64), got {t.dtype}")
+    if t.device != device:
+        raise ValueError(f"{name}: tensor is on {t.device} but x is on {device}; "
+                         f"{name} must be on x's device")
+    if name == "offsets" and t.numel() == 0:
+        raise ValueError("offsets: is empty; n segments need n + 1 boundaries (offsets[0] == 0, "
+                         "offsets[-1] == x.shape[axis]), so at least one")
+
+
+def values_readable(t: torch.Tensor) -> bool:
+    """Whether reading ``t``'s values is possible and cheap enough to check: a plain tensor in
+    eager code (not traced by torch.compile or export, not inside a torch.func transform)."""
+    return (type(t) is torch.Tensor and not torch.compiler.is_compiling()
+            and not _torch_compat.is_functorch_wrapped(t)
+            and _torch_compat.current_dispatch_mode() is None)
+
+
+def _check_values(offsets, lengths, axis_len: int) -> None:
+    """The checks that read the boundaries: one device sync, more only to name a bad entry."""
+    if lengths is not None:
+        if lengths.numel() == 0:
+            total, negative = 0, False
+        else:
+            total, negative = torch.stack([lengths.sum(), (lengths < 0).any()]).tolist()
+        if negative:
+            i = int((lengths < 0).nonzero()[0])
+            raise ValueError(f"lengths: must be non-negative, but lengths[{i}] = "
+                             f"{int(lengths[i])}")
+        if total != axis_len:
+            raise ValueError(f"lengths: sum to {total}, but x.shape[axis] is {axis_len}; the "
+                             "segments must cover the axis exactly")
+        return
+    first, last, decreasing = torch.stack([offsets[0], offsets[-1],
+                                           (offsets[1:] < offsets[:-1]).any()]).tolist()
+    if first != 0:
+        raise ValueError(f"offsets: must start at 0, but offsets[0] = {first}")
+    if decreasing:
+        i = int((offsets[1:] < offsets[:-1]).nonzero()[0])
+        raise ValueError(f"offsets: must be non-decreasing, but offsets[{i}] = "
+                         f"{int(offsets[i])} > offsets[{i + 1}] = {int(offsets[i + 1])}")
+    if last != axis_len:
+        raise ValueError(f"offsets: the last boundary offsets[-1] = {last} must equal "
+                         f"x.shape[axis] = {axis_len}")
+
+
+def check_segments(x: torch.Tensor, axis: int, offsets, lengths) -> torch.Tensor:
+    """The int64 contiguous offsets of the segments of ``x``'s ``axis`` (already normalized), from
+    exactly one of ``offsets`` / ``lengths``, every check raising before anything is launched.
+    The checks that read the values run in eager code only (``values_readable``): under
+    torch.compile, export and torch.func transforms they are skipped, as torch.segment_reduce's
+    with unsafe=True."""
+    if (offsets is None) == (lengths is None):
+        raise ValueError("offsets, lengths: pass exactly one of them (offsets: n + 1 boundaries; "
+                         "lengths: n segment lengths)")
+    name, given = ("offsets", offsets) if offsets is not None else ("lengths", lengths)
+    _check_boundary_tensor(name, given, x.device)
+    if values_readable(given):
+        _check_values(offsets, lengths, x.shape[axis])
+    return segment_offsets(x.shape[axis], x.device, offsets=offsets, lengths=lengths,
+                           check_values=False)
+
+
+def _check_x(x, name: str = "x") -> None:
+    if not torch.compiler.is_compiling():
+        _checks.check_tensor(name, x)
+    if x.dim() == 0:
+        raise ValueError(f"{name}: a 0-d tensor has no axis to split into segments")
+
+
+def _check_initial(initial, function: ReduceFunction, dtype: torch.dtype):
+    """``initial`` as the op's Scalar: None, an int (integer x) or a float."""
+    if initial is None:
+        return None
+    if function not in INITIAL_FUNCTIONS:
+        raise ValueError(f"initial: only SUM, MULTIPLY, MAX, MIN and AVERAGE take an initial "
+                         f"value (torch.segment_reduce's set), not {function.name}")
+    if isinstance(initial, (bool, torch.Tensor)) or not isinstance(initial, numbers.Real):
+        raise TypeError(f"initial: expected a Python number (int or float), got "
+                        f"{type(initial).__name__}")
+    if is_float(dtype):
+        return float(initial)
+    if not isinstance(initial, numbers.Integral):
+        raise TypeError(f"initial: x has the integer dtype {dtype}, so initial must be an int, "
+                        f"got {initial!r}")
+    info = torch.iinfo(dtype)
+    if not info.min <= int(initial) <= info.max:
+        raise ValueError(f"initial: {int(initial)} is out of range for x's dtype {dtype} "
+                         f"([{info.min}, {info.max}])")
+    return int(initial)
+
+
+def _reduce_function(function):
+    """A ``ReduceFunction`` for a name, a member or a built-in record; a user's ``Reduction`` as
+    it is."""
+    if isinstance(function, ReduceRecord):
+        return function.function
+    if isinstance(function, Reduction):
+        return function
+    return ReduceFunction.parse(function, "function")
+
+
+def _scan_name(function) -> str:
+    if isinstance(function, ScanCombine):
+        for name, record in _SCANS.items():
+            if record is function:
+                return name
+    elif isinstance(function, str) and function.upper() in _SCANS:
+        return function.upper()
+    raise ValueError(f"function: segment_scan takes \"sum\" or \"product\" (or the records SUM, "
+                     f"PRODUCT), got {function!r}; tritonml.associative_scan(..., offsets=...) "
+                     "takes any combine")
+
+
+# ---------------------------------------------------------------------------------------------
+# The ops and their fake kernels
+# ---------------------------------------------------------------------------------------------
+@define("segment_reduce")
+def segment_reduce_op(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int,
+                      keepdims: bool, initial: Optional[Union[int, float, bool]]) -> torch.Tensor:
+    offsets = segment_offsets(x.shape[_checks.normalize_axis(axis, x.dim())], x.device,
+                              offsets=offsets, check_values=False)
+    return segment_reduce_axis(x, RECORDS[ReduceFunction[function]], offsets, axis,
+                               initial=initial, keepdims=keepdims)[0]
+
+
+@define("segment_scan")
+def segment_scan_op(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int,
+                    reverse: bool, exclusive: bool) -> torch.Tensor:
+    offsets = segment_offsets(x.shape[_checks.normalize_axis(axis, x.dim())], x.device,
+                              offsets=offsets, check_values=False)
+    return segment_scan_axis(x, _SCANS[function], offsets, axis, reverse=reverse,
+                             exclusive=exclusive)
+
+
+def reduced_segments_shape(shape, axis: int, n, keepdims: bool) -> list:
+    """x's shape with ``axis`` replaced by the n results (n, 1 with ``keepdims``)."""
+    shape = list(shape)
+    return shape[:axis] + ([n, 1] if keepdims else [n]) + shape[axis + 1:]
+
+
+@segment_reduce_op.register_fake
+def _fake_reduce(x, offsets, function, axis, keepdims, initial):
+    axis = _checks.normalize_axis(axis, x.dim())
+    shape = reduced_segments_shape(x.shape, axis, offsets.shape[0] - 1, keepdims)
+    returns_index = RECORDS[ReduceFunction[function]].returns_index
+    return x.new_empty(shape, dtype=torch.int64 if returns_index else x.dtype)
+
+
+@segment_scan_op.register_fake
+def _fake_scan(x, offsets, function, axis, reverse, exclusive):
+    _checks.normalize_axis(axis, x.dim())
+    return torch.empty_like(x)
+
+
+# ---------------------------------------------------------------------------------------------
+# vmap: unbatched offsets move the axis past the batch dim; batched offsets (one set of
+# boundaries per batch element, each over the whole axis) concatenate the batch's segments into
+# one axis of batch x length entries, shifted by each element's start, and split them back
+# ---------------------------------------------------------------------------------------------
+def _batched_call(info, in_dims, x, offsets, axis, run):
+    """``run(x, offsets, axis)`` over the batch; returns (result, its batch dim) where ``run``
+    gives x's axis or its segments' results along ``axis``."""
+    x_dim, offsets_dim = in_dims[0], in_dims[1]
+    size = info.batch_size
+    x = x.movedim(x_dim, 0) if x_dim is not None else x.expand(size, *x.shape)
+    axis = _checks.normalize_axis(axis, x.dim() - 1) + 1
+    if offsets_dim is None:
+        return run(x, offsets, axis), 0
+    offsets = offsets.movedim(offsets_dim, 0)
+    length = x.shape[axis]
+    merged = x.movedim(0, axis - 1).flatten(axis - 1, axis)
+    starts = torch.arange(size, device=offsets.device, dtype=offsets.dtype).unsqueeze(1) * length
+    joined = torch.cat([(offsets[:, :-1] + starts).flatten(),
+                        offsets.new_full((1,), size * length)])
+    result = run(merged, joined, axis - 1)
+    return result.unflatten(axis - 1, (size, -1)), axis - 1
+
+
+def _vmap_rule(op):
+    """The vmap rule of ``op(x, offsets, function, axis, *options)``."""
+    def rule(info, in_dims, x, offsets, function, axis, *options):
+        if in_dims[0] is None and in_dims[1] is None:
+            return op(x, offsets, function, axis, *options), None
+        return _batched_call(info, in_dims, x, offsets, axis,
+                             lambda t, o, a: op(t, o, function, a, *options))
+    return rule
+
+
+segment_reduce_op.register_vmap(_vmap_rule(segment_reduce_op))
+segment_scan_op.register_vmap(_vmap_rule(segment_scan_op))
+
+
+# ---------------------------------------------------------------------------------------------
+# Autograd helpers: segment ids, gathers and sums along the axis
+# ---------------------------------------------------------------------------------------------
+def segment_ids(offsets: torch.Tensor, length: int) -> torch.Tensor:
+    """Each position of the axis's segment (int64, ``length`` entries)."""
+    positions = torch.arange(length, device=offsets.device, dtype=offsets.dtype)
+    return torch.searchsorted(offsets[1:].contiguous(), positions, right=True)
+
+
+def _along(t: torch.Tensor, axis: int, rank: int) -> torch.Tensor:
+    """A 1-D ``t`` shaped to broadcast along ``axis`` of a rank-``rank`` tensor."""
+    shape = [1] * rank
+    shape[axis] = -1
+    return t.reshape(shape)
+
+
+def _gather(result: torch.Tensor, ids: torch.Tensor, axis: int, keepdims: bool):
+    """A per-segment tensor (n along ``axis``) spread over the segments' elements."""
+    if keepdims:
+        result = result.squeeze(axis + 1)
+    return result.index_select(axis, ids)
+
+
+def _segment_sum(t, offsets, axis):
+    return differentiable_segment_reduce(t, offsets, "SUM", axis, False, None)
+
+
+def _partials(function: str, x, offsets, output, axis: int, keepdims: bool, initial):
+    """d result[segment of j] / d x[j] for every element j, shaped like x (None for SUM: ones).
+    The same conventions as tritonml.reduce's gradients (tritonml/reduce_functions.py): MAX and
+    MIN share among ties evenly (as torch.segment_reduce and amax), NaN results send it to the
+    NaNs, MULTIPLY is exact with zeros, L2 at 0 is 0."""
+    ids = segment_ids(offsets, x.shape[axis])
+    y = _gather(output, ids, axis, keepdims)
+    if function == "SUM":
+        return None
+    if function == "AVERAGE":
+        counts = (offsets[1:] - offsets[:-1]).to(x.dtype)
+        return (1 / _along(counts.index_select(0, ids), axis, x.dim())).expand(x.shape)
+    if function == "L1":
+        return torch.sign(x)
+    if function == "SUM_SQUARE":
+        return 2 * x
+    if function == "L2":
+        return torch.where(y == 0, torch.zeros_like(x), x / torch.where(y == 0, 1, y))
+    if function == "LOG_SUM":
+        return (1 / _gather(_segment_sum(x, offsets, axis), ids, axis, False)).expand(x.shape)
+    if function == "LOG_SUM_EXP":
+        finite = torch.isfinite(y)
+        shifted = torch.exp(x - torch.where(finite, y, torch.zeros_like(y)))
+        at_inf = ((x == y) & (y == float("inf"))).to(x.dtype)
+        ties = _gather(_segment_sum(at_inf, offsets, axis), ids, axis, False)
+        return torch.where(finite, shifted, at_inf / torch.clamp(ties, min=1))
+    if function in ("MAX", "MIN"):
+        selected = ((x == y) | (x.isnan() & y.isnan())).to(x.dtype)
+        ties = _gather(_segment_sum(selected, offsets, axis), ids, axis, False)
+        return selected / torch.clamp(ties, min=1)
+    if function == "MULTIPLY":
+        is_zero = x == 0
+        ones = torch.ones_like(x)
+        zeros = _gather(_segment_sum(is_zero.to(x.dtype), offsets, axis), ids, axis, False)
+        others = _gather(differentiable_segment_reduce(torch.where(is_zero, ones, x), offsets,
+                                                       "MULTIPLY", axis, False, initial),
+                         ids, axis, False)
+        no_zero = torch.where(zeros == 0, y, torch.zeros_like(y)) / torch.where(is_zero, ones, x)
+        return torch.where(is_zero, torch.where(zeros == 1, others, torch.zeros_like(others)),
+                           no_zero)
+    raise RuntimeError(f"segment_reduce: {function} is not differentiable (its output is an "
+                       "index)")
+
+
+def _setup_of(*options: str):
+    """The ``setup_context`` of an op ``(x, offsets, function, axis, *options)``: x, the offsets
+    and the output saved for either mode, the rest kept on ``ctx`` by name."""
+    def setup(ctx, inputs, output):
+        x, offsets, function, axis, *values = inputs
+        ctx.function, ctx.axis = function, _checks.normalize_axis(axis, x.dim())
+        for name, value in zip(options, values):
+            setattr(ctx, name, value)
+        ctx.save_for_backward(x, offsets, output)
+        ctx.save_for_forward(x, offsets, output)
+    return setup
+
+
+def _reduce_backward(ctx, grad):
+    x, offsets, output = ctx.saved_tensors
+    offsets = offsets.to(torch.int64)
+    partials = _partials(ctx.function, x, offsets, output, ctx.axis, ctx.keepdims, ctx.initial)
+    spread = _gather(grad, segment_ids(offsets, x.shape[ctx.axis]), ctx.axis, ctx.keepdims)
+    grad_x = spread.expand(x.shape) if partials is None else partials * spread
+    return grad_x, None, None, None, None, None
+
+
+def _reduce_jvp(ctx, x_tangent, *_):
+    x, offsets, output = ctx.saved_tensors
+    offsets = offsets.to(torch.int64)
+    partials = _partials(ctx.function, x, offsets, output, ctx.axis, ctx.keepdims, ctx.initial)
+    weighted = x_tangent if partials is None else partials * x_tangent
+    tangent = _segment_sum(weighted, offsets, ctx.axis)
+    return tangent.unsqueeze(ctx.axis + 1) if ctx.keepdims else tangent
+
+
+differentiable_segment_reduce = differentiable(
+    segment_reduce_op, _setup_of("keepdims", "initial"), _reduce_backward, jvp=_reduce_jvp)
+
+
+# --- scans ---
+def _segment_scan(record, t, offsets, axis, reverse, exclusive):
+    name = "SUM" if record is SUM else "PRODUCT"
+    return differentiable_segment_scan(t, offsets, name, axis, reverse, exclusive)
+
+
+def _shift_in_segments(t, offsets, axis: int, later: bool, reverse: bool):
+    """t[i] <- t[i + 1] (``later``) or t[i - 1] in traversal order, within each segment; the
+    position with no neighbour in its segment gets 0."""
+    length = t.shape[axis]
+    if length == 0:
+        return t
+    step = 1 if later != reverse else -1
+    ids = segment_ids(offsets, length)
+    source = torch.arange(length, device=t.device) + step
+    inside = (source >= 0) & (source < length)
+    source = source.clamp(0, length - 1)
+    same = inside & (ids.index_select(0, source) == ids)
+    moved = t.index_select(axis, source)
+    return torch.where(_along(same, axis, t.dim()), moved, torch.zeros_like(moved))
+
+
+def _scan_backward(ctx, grad):
+    """The reversed segment scan for a sum; for a product, the exact gradient of
+    tritonml/launchers/scan_records.py with every scan in it segmented (an exclusive product is
+    the inclusive one shifted a step within its segment)."""
+    x, offsets, output = ctx.saved_tensors
+    axis, reverse, exclusive = ctx.axis, ctx.reverse, ctx.exclusive
+
+    def scan(record, t, axis, reverse, exclusive):
+        return _segment_scan(record, t, offsets, axis, reverse, exclusive)
+
+    if ctx.function == "SUM":
+        grad_x = scan(SUM, grad, axis, not reverse, exclusive)
+    else:
+        inclusive = output
+        if exclusive:
+            grad = _shift_in_segments(grad, offsets, axis, True, reverse)
+            inclusive = scan(PRODUCT, x, axis, reverse, False)
+        grad_x = _inclusive_product_grad(scan, x, inclusive, grad, axis, reverse)
+    return grad_x, None, None, None, None, None
+
+
+def _scan_jvp(ctx, x_tangent, *_):
+    """Linear for a sum. For an inclusive product, d y_i = sum_{j <= i} t_j prod_{k <= i, k != j}
+    x_k: y_i times the running sum of t / x before the first zero of the segment, the first
+    zero's tangent times the product that skips it up to the second zero, 0 after it. An
+    exclusive product's tangent is the inclusive one's shifted a step within the segment."""
+    x, offsets, output = ctx.saved_tensors
+    axis, reverse = ctx.axis, ctx.reverse
+    if ctx.function == "SUM":
+        return _segment_scan(SUM, x_tangent, offsets, axis, reverse, ctx.exclusive)
+
+    def scan(record, t):
+        return _segment_scan(record, t, offsets, axis, reverse, False)
+
+    is_zero = x == 0
+    zeros = scan(SUM, is_zero.to(torch.int32))
+    first_zero = is_zero & (zeros == 1)
+    before_zero = zeros == 0
+    inclusive = scan(PRODUCT, x) if ctx.exclusive else output
+    ratio = torch.where(before_zero, x_tangent / torch.where(before_zero, x, 1), 0)
+    at_zero = scan(SUM, torch.where(first_zero, x_tangent, 0))
+    skipping = scan(PRODUCT, torch.where(first_zero, 1, x))
+    tangent = torch.where(before_zero, inclusive * scan(SUM, ratio),
+                          torch.where(zeros == 1, at_zero * skipping, 0))
+    if ctx.exclusive:
+        tangent = _shift_in_segments(tangent, offsets, axis, False, reverse)
+    return tangent
+
+
+differentiable_segment_scan = differentiable(
+    segment_scan_op, _setup_of("reverse", "exclusive"), _scan_backward, jvp=_scan_jvp)
+
+
+# ---------------------------------------------------------------------------------------------
+# Public functions
+# ---------------------------------------------------------------------------------------------
+def _reduce_with_segments(reduction: Reduction, x, offsets, lengths, axis, keepdims, initial):
+    """A user's ``Reduction`` over segments: the launcher, eagerly (no op schema carries a
+    Reduction), without autograd (a Reduction's ``backward`` is written for whole axes)."""
+    xs = (x,) if isinstance(x, torch.Tensor) else tuple(x)
+    if len(xs) != reduction.inputs:
+        raise ValueError(f"x: the reduction {reduction.name} takes {reduction.inputs} "
+                         f"tensor(s), got {len(xs)}")
+    for i, t in enumerate(xs):
+        _check_x(t, "x" if len(xs) == 1 else f"x[{i}]")
+        if t.shape != xs[0].shape or t.device != xs[0].device:
+            raise ValueError(f"x[{i}]: every tensor must have x[0]'s shape and device")
+    if initial is not None:
+        raise ValueError(f"initial: only SUM, MULTIPLY, MAX, MIN and AVERAGE take an initial "
+                         f"value, not the reduction {reduction.name}")
+    if torch.is_grad_enabled() and any(t.requires_grad for t in xs):
+        raise RuntimeError(f"x: requires grad, but segment_reduce has no gradient for a "
+                           f"tritonml.Reduction ({reduction.name}); pass x.detach() or call it "
+                           "under torch.no_grad()")
+    axis = _checks.normalize_axis(axis, xs[0].dim())
+    keepdims = _checks.check_bool("keepdims", keepdims)
+    offsets = check_segments(xs[0], axis, offsets, lengths)
+    outs = segment_reduce_axis(xs, reduction, offsets, axis, keepdims=keepdims)
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+_eager_reduce_with_segments = torch.compiler.disable(_reduce_with_segments)
+
+
+def _direct(x, offsets) -> bool:
+    """Whether the launcher may run without the op (``define.direct_call_allowed``); not while a
+    forward-mode AD level is entered, where x may carry a tangent only the op propagates."""
+    return direct_call_allowed(x, inputs=(offsets,)) and not _torch_compat.forward_ad_active()
+
+
+def segment_reduce(x, function, *, offsets=None, lengths=None, axis: int = 0,
+                   keepdims: bool = False, initial=None):
+    """Reduce each segment of ``axis`` of ``x`` with ``function``.
+
+    function: one of the twelve reduce functions (a ``ReduceFunction``, its name in any case, or
+        its record), or a ``tritonml.Reduction`` (then ``x`` may be a tuple of tensors, and the
+        result is a tuple when the reduction has several outputs).
+    offsets: a 1-D integer tensor on x's device of n + 1 non-decreasing boundaries, offsets[0] == 0
+        and offsets[-1] == x.shape[axis]: segment i is x.narrow(axis, offsets[i], offsets[i + 1] -
+        offsets[i]). lengths: instead, the n segments' lengths (non-negative, summing to
+        x.shape[axis]). Pass exactly one.
+    keepdims: the n results along ``axis`` followed by a dim of size 1 (shape (..., n, 1, ...)).
+    initial: a Python number starting every segment's fold (SUM, MULTIPLY, MAX, MIN, AVERAGE only,
+        as torch.segment_reduce; AVERAGE divides by the segment's length only).
+    Returns a tensor with n entries along ``axis``: an empty segment holds ``initial`` if given,
+    else the function's value of nothing (SUM 0, MULTIPLY 1, MAX -inf or the type's minimum,
+    AVERAGE nan, ...); ARGMAX/ARGMIN give int64 positions along ``axis`` of x (an empty segment's
+    is x.shape[axis]). Differentiable in x (functions with an index output excepted; a
+    ``Reduction``: none), forward and reverse mode. The checks that read the values of offsets or
+    lengths run in eager code only, not under torch.compile, export or torch.func transforms
+    (docs/segments.md). Runs as ``torch.ops.tritonml.segment_reduce``.
+    """
+    function = _reduce_function(function)
+    if isinstance(function, Reduction):
+        return _eager_reduce_with_segments(function, x, offsets, lengths, axis, keepdims,
+                                           initial)
+    _check_x(x)
+    record = RECORDS[function]
+    if record.check is not None:
+        record.check((x.dtype,))
+    axis = _checks.normalize_axis(axis, x.dim())
+    keepdims = _checks.check_bool("keepdims", keepdims)
+    initial = _check_initial(initial, function, x.dtype)
+    offsets = check_segments(x, axis, offsets, lengths)
+    if _direct(x, offsets):
+        return segment_reduce_axis(x, record, offsets, axis, initial=initial,
+                                   keepdims=keepdims)[0]
+    return differentiable_segment_reduce(x, offsets, function.name, axis, keepdims, initial)
+
+
+def segment_scan(x: torch.Tensor, function, *, offsets=None, lengths=None, axis: int = 0,
+                 reverse: bool = False, exclusive: bool = False) -> torch.Tensor:
+    """Running ``function`` ("sum" or "product", or the records SUM / PRODUCT) of each segment of
+    ``axis`` of ``x`` on its own, restarting at each boundary: offsets / lengths as for
+    ``segment_reduce``. ``reverse`` scans each segment from its end; ``exclusive`` leaves each
+    element out of its own output (a segment's first output is 0 for a sum, 1 for a product).
+    Returns a tensor of x's shape and dtype, differentiable in x (forward and reverse mode).
+    Runs as ``torch.ops.tritonml.segment_scan``."""
+    name = _scan_name(function)
+    _check_x(x)
+    axis = _checks.normalize_axis(axis, x.dim())
+    reverse = _checks.check_bool("reverse", reverse)
+    exclusive = _checks.check_bool("exclusive", exclusive)
+    offsets = check_segments(x, axis, offsets, lengths)
+    if _direct(x, offsets):
+        return segment_scan_axis(x, _SCANS[name], offsets, axis, reverse=reverse,
+                                 exclusive=exclusive)
+    return differentiable_segment_scan(x, offsets, name, axis, reverse, exclusive)
+
+
+__all__ = ["segment_reduce", "segment_scan", "check_segments", "segment_ids"]
