@@ -230,3 +230,54 @@ def test_compiled_triton_keeps_tuple_launching_ops_opaque():
     for op in ("cummax", "var_mean", "nansum", "max_with_indices"):
         assert f"torch.ops.tritonml.{op}.default" in code, code
     assert "tritonml.logcumsumexp" not in code
+
+
+def _family_launches():
+    """The launches of the family's functions on rows and on columns (float32, float16, int32)
+    with the configs the CUDA heuristics pick, recorded without running and described for a
+    compiled-mode process (as tests/reduce_helpers.py: gpu_reduce_launches)."""
+    from unittest import mock
+
+    import tritonml_autotune.heuristics as heuristics
+    from tritonml import runtime
+    from tritonml.bench.gpu_compile import describe
+
+    scan_config, reduce_config = heuristics.scan_config, heuristics.reduce_config
+
+    def scan_for_cuda(layout, device_type, *args, **kwargs):
+        return scan_config(layout, "cuda", *args, **kwargs)
+
+    def reduce_for_cuda(layout, device_type, device=None):
+        return reduce_config(layout, "cuda")
+
+    descriptions = []
+    with mock.patch.object(heuristics, "scan_config", scan_for_cuda), \
+            mock.patch.object(heuristics, "reduce_config", reduce_for_cuda):
+        for dtype in (torch.float32, torch.float16, torch.int32):
+            for shape, dim in (((64, 8192), 1), ((8192, 64), 0)):
+                x = torch.empty(shape, dtype=dtype)   # never read: launches are only recorded
+                calls = [lambda: tritonml.cummax(x, dim),
+                         lambda: tritonml.max_with_indices(x, dim),
+                         lambda: tritonml.aminmax(x, dim=dim), lambda: tritonml.nansum(x, dim)]
+                if dtype.is_floating_point:
+                    calls += [lambda: tritonml.logcumsumexp(x, dim),
+                              lambda: tritonml.var_mean(x, dim), lambda: tritonml.nanmean(x, dim)]
+                for call in calls:
+                    runtime.clear()   # a remembered plan would not ask the patched heuristics
+                    with _trace.record(execute=False) as rec:
+                        call()
+                    descriptions.extend(describe(launch) for launch in rec.launches)
+        runtime.clear()
+    return descriptions
+
+
+def test_family_kernels_compile_for_sm80_and_sm90_without_spills():
+    """Full tier (ptxas takes minutes): every launch above compiles for sm_80 and sm_90, with
+    no register spills (tests/test_gpu_compile.py's bound: one 8-byte value at most)."""
+    from tritonml.bench.gpu_compile import compile_in_subprocess
+    results = compile_in_subprocess(_family_launches(), archs=(80, 90))
+    failures = [(r["kernel"], r["arch"], r.get("error")) for r in results if not r["ok"]]
+    assert not failures, failures[:5]
+    spills = [(r["kernel"], r["arch"], r.get("stack_bytes"), r.get("local_bytes"))
+              for r in results if r.get("local_bytes", 0) or r.get("stack_bytes", 0) > 8]
+    assert not spills, spills

@@ -456,8 +456,19 @@ def min_max_values(s, t):
 
 @triton.jit
 def min_max_along(s, merge):
-    """Fold (min, max) lanes with ``min_along`` and ``max_along`` (NaN if any lane is NaN)."""
-    return min_along((s[0],), merge)[0], max_along((s[1],), merge)[0]
+    """Fold (min, max) lanes, NaN if any lane is NaN, as ``min_along`` and ``max_along`` do. Not
+    by calling them: compiled Triton refuses a nested call to a function whose global (``_NAN``)
+    compares unequal to itself."""
+    low = s[0]
+    high = s[1]
+    if low.dtype.is_floating():
+        low_nan = tl.max((low != low).to(tl.int32), 0) > 0
+        high_nan = tl.max((high != high).to(tl.int32), 0) > 0
+        low = tl.min(tl.where(low != low, float("inf"), low), 0)
+        high = tl.max(tl.where(high != high, -float("inf"), high), 0)
+        return tl.where(low_nan, float("nan"), low), tl.where(high_nan, float("nan"), high)
+    else:
+        return tl.min(low, 0), tl.max(high, 0)
 
 
 @triton.jit
