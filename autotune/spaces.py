@@ -20,7 +20,12 @@ class ScanSpace:
     columns_max_block_inner: int  # widest tile along a strided axis's contiguous inner dim
 
     def tile_budget(self, acc_bytes: int) -> int:
-        return self.tile_elements if self.tile_bytes is None else self.tile_bytes // acc_bytes
+        if self.tile_bytes is None:
+            return self.tile_elements
+        # a power of two, as tiles are (tl.arange): a state of 12 or 24 bytes (a tuple state,
+        # e.g. (float32, int64)) would otherwise get 8192 // 12 = 682
+        most = max(1, self.tile_bytes // acc_bytes)
+        return 1 << (most.bit_length() - 1)
 
 
 @dataclass(frozen=True)

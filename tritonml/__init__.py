@@ -14,6 +14,10 @@ from .torch_ops.scan import cumulative_product, cumulative_sum
 from .torch_ops.segment import segment_reduce, segment_scan
 from .dsl import CombineError, associative_scan
 from .torch_ops.recurrence import linear_recurrence
+from .torch_ops.cumextreme import cummax, cummin, logcumsumexp
+from .torch_ops.extremes import aminmax, max_with_indices, min_with_indices
+from .torch_ops.moments import std, std_mean, var, var_mean
+from .torch_ops.nanreduce import nanmean, nansum
 from .routing import disable, enable, use_tritonml
 from . import tuning
 from . import reductions
@@ -31,7 +35,9 @@ INTERPRET = _backend.INTERPRET
 
 __all__ = ["cumulative_sum", "cumulative_product", "reduce", "ReduceFunction",
            "associative_scan", "CombineError", "linear_recurrence", "reduce_with", "Reduction",
-           "reductions", "segment_reduce", "segment_scan",
+           "reductions", "segment_reduce", "segment_scan", "cummax", "cummin", "logcumsumexp",
+           "max_with_indices", "min_with_indices", "aminmax", "var", "std", "var_mean", "std_mean",
+           "nansum", "nanmean",
            "enable", "disable", "use_tritonml", "tuning", "INTERPRET", "__version__"]
 
 

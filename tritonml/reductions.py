@@ -23,6 +23,11 @@ convert them to a floating-point dtype first. n is held in the state's float dty
 
 Gradients: the closed form torch.var_mean uses (``welford_backward``, and ``welford_jvp`` for
 forward mode), so var and mean are differentiable in x through ``reduce_with``.
+
+The reductions behind torch's reduce family (tritonml.var, ..., docs/torch.md), usable with
+``reduce_with`` too (no gradient there; the public functions have theirs): ``welford_m2``
+((M2, mean) for any correction), ``max_with_index`` / ``min_with_index`` ((value, index) in one
+pass, torch.max/min with dim), ``aminmax`` ((min, max)), ``nansum``, ``nanmean``.
 """
 from __future__ import annotations
 
@@ -33,7 +38,8 @@ import triton
 import triton.language as tl
 
 from .core import backend as _backend
-from .core.dtypes import dtype_name
+from .core.dtypes import ACC_TORCH_DTYPE, dtype_name
+from .kernels import combine as _combine
 from .kernels.combine import merge_along
 from .launchers.reduce_with import Reduction
 
@@ -174,4 +180,98 @@ def _welford(name, finish, correction):
 welford = _welford("welford", welford_finish_unbiased, 1)
 welford_biased = _welford("welford_biased", welford_finish_biased, 0)
 
-__all__ = ["welford", "welford_biased"]
+
+# ---------------------------------------------------------------------------------------------
+# torch's reduce family: the reductions behind tritonml.var / std / var_mean / std_mean
+# (torch_ops/moments.py), max_with_indices / min_with_indices / aminmax (torch_ops/extremes.py)
+# and nansum / nanmean (torch_ops/nanreduce.py)
+# ---------------------------------------------------------------------------------------------
+@triton.jit
+def welford_finish_m2(s, count):
+    """(M2, mean) in the state's dtype: the caller divides M2 by max(n - correction, 0) for any
+    correction, as torch.var does, and rounds once to the input's dtype."""
+    return s[2], s[1]
+
+
+def _wide_state_dtypes(dtypes):
+    """float32 accumulates in float64, as tritonml's sums do (and torch's CPU var): its M2 keeps
+    float32's precision for data far from zero."""
+    acc = torch.float32 if dtypes[0] in (torch.float16, torch.bfloat16) else torch.float64
+    return (acc, acc, acc)
+
+
+# Welford's state kept to (M2, mean), for torch.var's any ``correction``.
+welford_m2 = Reduction("welford_m2", welford_prepare, welford_merge, welford_finish_m2,
+                       identity=(0.0, 0.0, 0.0), state_dtypes=_wide_state_dtypes,
+                       output_dtypes=lambda dtypes: _wide_state_dtypes(dtypes)[:2], inputs=1,
+                       outputs=2, along=welford_along,
+                       load_dtypes=lambda dtypes: _wide_state_dtypes(dtypes)[:1],
+                       check=_check_float)
+
+
+def _compared(dtype: torch.dtype) -> torch.dtype:
+    """Half types compare in float32 (exact; the interpreter holds bfloat16 as raw bits)."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def losing_value(dtype: torch.dtype, largest: bool):
+    """What every value beats: -inf (+inf) for floats, the type's minimum (maximum) for integers."""
+    if dtype in _FLOATS:
+        return -math.inf if largest else math.inf
+    info = torch.iinfo(dtype)
+    return info.min if largest else info.max
+
+
+def _with_index(name: str, merge, along, largest: bool) -> Reduction:
+    """(value, index) of the largest or smallest value in one pass: torch.max / torch.min with
+    ``dim`` (ties: the first index; NaN: the first NaN, the rule of ``argmax_values``)."""
+    return Reduction(name, _combine.value_and_index, merge, _combine.finish_pair,
+                     identity=lambda dtypes: (losing_value(dtypes[0], largest), 2**63 - 1),
+                     state_dtypes=lambda dtypes: (_compared(dtypes[0]), torch.int64),
+                     output_dtypes=lambda dtypes: (dtypes[0], torch.int64), outputs=2,
+                     along=along, uses_index=True)
+
+
+max_with_index = _with_index("max_with_index", _combine.argmax_values, _combine.argmax_along,
+                             True)
+min_with_index = _with_index("min_with_index", _combine.argmin_values, _combine.argmin_along,
+                             False)
+
+# (min, max) in one pass: torch.aminmax (NaN propagates to both).
+aminmax = Reduction("aminmax", _combine.value_twice, _combine.min_max_values, _combine.finish_pair,
+                    identity=lambda dtypes: (losing_value(dtypes[0], False),
+                                             losing_value(dtypes[0], True)),
+                    state_dtypes=lambda dtypes: (_compared(dtypes[0]),) * 2,
+                    output_dtypes=lambda dtypes: (dtypes[0],) * 2, outputs=2,
+                    along=_combine.min_max_along)
+
+
+def _sum_dtype(dtypes) -> tuple:
+    """Sums accumulate as tritonml's SUM does (core/dtypes.py: float32 in float64, half types in
+    float32, integers in 64 bits)."""
+    return (ACC_TORCH_DTYPE[dtypes[0]],)
+
+
+# torch.nansum: NaN counts as 0; integers give int64, as torch promotes them.
+nansum = Reduction("nansum", _combine.nan_to_zero, _combine.add_values, _combine.finish_value,
+                   identity=(0,), state_dtypes=_sum_dtype,
+                   output_dtypes=lambda dtypes: ((dtypes[0],) if dtypes[0] in _FLOATS
+                                                 else (torch.int64,)),
+                   along=_combine.sum_along)
+
+def _check_nanmean_float(dtypes):
+    if dtypes[0] not in _FLOATS:
+        raise TypeError(f"xs: nanmean is defined for floating-point inputs, as torch.nanmean is, "
+                        f"but xs has dtype {dtype_name(dtypes[0])}; convert it to a "
+                        f"floating-point dtype first")
+
+
+# torch.nanmean: the mean of the non-NaN elements, (sum, count) in one pass; NaN where none is.
+nanmean = Reduction("nanmean", _combine.nan_to_zero_and_count, _combine.add_pairs,
+                    _combine.finish_ratio, identity=(0.0, 0.0),
+                    state_dtypes=lambda dtypes: _sum_dtype(dtypes) * 2,
+                    output_dtypes=lambda dtypes: (dtypes[0],), along=_combine.sum_pairs_along,
+                    check=_check_nanmean_float)
+
+__all__ = ["welford", "welford_biased", "welford_m2", "max_with_index", "min_with_index",
+           "aminmax", "nansum", "nanmean"]

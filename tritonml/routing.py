@@ -36,6 +36,7 @@ from .core import torch_compat as _torch_compat
 from .core.shapes import reduced_shape
 from .reduce_functions import record_of
 from .runtime import caches as _caches
+from . import routing_family as _family
 from .torch_ops.reduce import reduce as _reduce
 from .torch_ops.scan import cumulative_product, cumulative_sum
 from .torch_ops.segment import segment_reduce as _segment_reduce
@@ -78,6 +79,21 @@ def _floats_only(x_dtype, dtype):
 def _integers_to_default_float(x_dtype, dtype):
     """logsumexp: integers and bool compute in torch's default float dtype."""
     return x_dtype if x_dtype in FLOATS else torch.get_default_dtype()
+
+
+def _floats_input(x_dtype, dtype):
+    """logcumsumexp, var/std, nanmean: a float input; nanmean's ``dtype=`` a float too."""
+    if x_dtype not in FLOATS or (dtype is not None and dtype not in FLOATS):
+        return None
+    return x_dtype if dtype is None else dtype
+
+
+def _nansum_dtype(x_dtype, dtype):
+    """nansum: as sum (integers and bool give int64); a float input with an integer ``dtype=``
+    falls through (its NaNs would convert first)."""
+    if dtype is not None and x_dtype in FLOATS and dtype not in FLOATS:
+        return None
+    return _promote_integers(x_dtype, dtype)
 
 
 def _floats_no_narrowing(x_dtype, dtype):
@@ -159,7 +175,6 @@ _EXTREME_ARGS = _signature(lambda input, dim=(), keepdim=False, *, out=None: Non
 _ARG_ARGS = _signature(lambda input, dim=None, keepdim=False, *, out=None: None)
 _LOGSUMEXP_ARGS = _signature(lambda input, dim, keepdim=False, *, out=None: None)
 _NORM_ARGS = _signature(lambda input, ord=2, dim=None, keepdim=False, *, dtype=None, out=None: None)
-
 # torch accepts numpy's spellings and, for vector_norm, `x=`.
 _ALIASES = {"self": "input", "x": "input", "axis": "dim", "keepdims": "keepdim"}
 
@@ -187,6 +202,15 @@ class Route:
     ``grad``: may run while autograd records, if tritonml's function has autograd (its gradients
     follow torch's conventions: amax ties share, prod with zeros, norms at 0); False where they
     differ (logsumexp at +-inf, where torch's gradient is NaN).
+
+    torch's scan and reduce family (cummax, max with dim, var, nansum, ...) runs through
+    ``family(x, dims, keepdim, arguments)`` (tritonml/routing_family.py; ``dims`` an int for
+    scans, else a tuple, or None for every dim), the tritonml public function returning torch's
+    result (its return type included), on x as given (``dtype`` then only decides what falls
+    through);
+    these routes take no ``out=`` and no DTensor (both fall through). ``read(arguments)``, if
+    given, normalizes the bound arguments (var's spellings of ``correction``), or returns None to
+    fall through.
     """
     name: str
     forms: tuple
@@ -198,6 +222,8 @@ class Route:
     empty: bool = True
     indices: bool = False
     grad: bool = True
+    family: Callable | None = None
+    read: Callable | None = None
 
     @property
     def scan(self) -> bool:
@@ -231,6 +257,28 @@ ROUTES = (
           grad=False),
     Route("vector_norm", (torch.linalg.vector_norm,), _NORM_ARGS, DIMS, _floats_no_narrowing,
           _norm_function),
+    # torch's scan and reduce family: tritonml's functions of the same names (torch_ops/)
+    Route("cummax", (torch.cummax, torch.Tensor.cummax), _family.CUM_ARGS, SCAN_DIM, _same,
+          _constant("cummax"), family=_family.cummax),
+    Route("cummin", (torch.cummin, torch.Tensor.cummin), _family.CUM_ARGS, SCAN_DIM, _same,
+          _constant("cummin"), family=_family.cummin),
+    Route("logcumsumexp", (torch.logcumsumexp, torch.Tensor.logcumsumexp), _family.CUM_ARGS,
+          SCAN_DIM, _floats_input, _constant("logcumsumexp"), family=_family.logcumsumexp),
+    Route("max", (torch.max, torch.Tensor.max), _family.WITH_INDEX_ARGS, ONE_DIM, _same,
+          _constant("max_with_indices"), empty=False, family=_family.max_with_indices),
+    Route("min", (torch.min, torch.Tensor.min), _family.WITH_INDEX_ARGS, ONE_DIM, _same,
+          _constant("min_with_indices"), empty=False, family=_family.min_with_indices),
+    Route("aminmax", (torch.aminmax, torch.Tensor.aminmax), _family.AMINMAX_ARGS, ARG_DIM, _same,
+          _constant("aminmax"), empty=False, family=_family.aminmax),
+    *(Route(name, forms, _family.VAR_ARGS, DIMS, _floats_input, _constant(name),
+            family=_family.MOMENTS[name], read=_family.read_correction)
+      for name, forms in (("var", (torch.var, torch.Tensor.var)),
+                          ("std", (torch.std, torch.Tensor.std)),
+                          ("var_mean", (torch.var_mean,)), ("std_mean", (torch.std_mean,)))),
+    Route("nansum", (torch.nansum, torch.Tensor.nansum), _REDUCE_ARGS, DIMS, _nansum_dtype,
+          _constant("nansum"), family=_family.nansum),
+    Route("nanmean", (torch.nanmean, torch.Tensor.nanmean), _REDUCE_ARGS, DIMS, _floats_input,
+          _constant("nanmean"), family=_family.nanmean),
 )
 
 # torch's callable -> (route, in place?)
@@ -433,8 +481,12 @@ class _Plan:
     shape: tuple          # torch's result shape
     result_dtype: torch.dtype
     records: bool         # autograd records the call
+    arguments: dict | None = None  # torch's arguments as bound (the family's routes read them)
 
     def run(self) -> torch.Tensor:
+        if self.route.family is not None:
+            dims = None if self.dims is ALL else self.dims
+            return self.route.family(self.x, dims, self.keepdim, self.arguments)
         # bool amax/amin: uint8 holds the same 0/1 bytes, and the result views back as bool.
         as_dtype = torch.uint8 if self.compute == torch.bool else self.compute
         if as_dtype != self.compute:
@@ -469,6 +521,8 @@ class _Plan:
 def _plan(route: Route, inplace: bool, args, kwargs) -> _Plan | None:
     """The routed form of one torch call, or None where torch's result would differ from ours."""
     arguments = _bind(route, args, kwargs)
+    if arguments is not None and route.read is not None:
+        arguments = route.read(arguments)
     if arguments is None:
         return None
     x = arguments["input"]
@@ -477,9 +531,11 @@ def _plan(route: Route, inplace: bool, args, kwargs) -> _Plan | None:
         return None
     if out is not None and not (_readable(out) and out.device == x.device):
         return None
-    if _dtensor(x) and (out is not None or x.dtype == torch.bool
+    if _dtensor(x) and (out is not None or x.dtype == torch.bool or route.family is not None
                         or (torch.is_grad_enabled() and x.requires_grad)):
         return None  # a DTensor routes as a functional call without autograd; torch runs the rest
+    if route.family is not None and out is not None:
+        return None  # the family's routes take no out= (torch writes its own)
 
     dims = _read_dims(route.dims, arguments["dim"], x.dim())
     if inplace:  # x keeps its dtype; integers wrap modulo 2**bits either way
@@ -505,11 +561,13 @@ def _plan(route: Route, inplace: bool, args, kwargs) -> _Plan | None:
         return None  # torch raises for an empty max/argmax
     records = (torch.is_grad_enabled() and not route.indices
                and (x.requires_grad or (out is not None and out.requires_grad)))
-    if records and (out is not None or not route.grad or not _has_autograd(route, function, x.device)):
-        return None
+    if records and (out is not None or not route.grad or (
+            route.family is None and not _has_autograd(route, function, x.device))):
+        return None  # (the family's functions all record autograd for float inputs)
     if _forward_ad_active():
         return None
-    return _Plan(route, function, x, compute, dims, keepdim, out, shape, result_dtype, records)
+    return _Plan(route, function, x, compute, dims, keepdim, out, shape, result_dtype, records,
+                 arguments)
 
 
 def _route(route: Route, inplace: bool, args, kwargs):

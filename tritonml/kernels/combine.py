@@ -383,3 +383,121 @@ def finish_logsumexp(s, count):
 def finish_index(s, count):
     """ARGMAX, ARGMIN: the index."""
     return (s[1],)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch's scan and reduce family (tritonml/torch_ops/cumextreme.py, extremes.py, nanreduce.py,
+# moments.py; docs/torch.md)
+# ---------------------------------------------------------------------------------------------
+@triton.jit
+def _later_extreme(earlier, later, LARGEST: tl.constexpr):
+    """torch.cummax / cummin's (value, index) state: the larger (``LARGEST``) or smaller value,
+    ties to the larger index, NaN above every number and between NaNs the larger index: torch's
+    CPU rule (aten/src/ATen/native/ReduceOps.cpp, cummax_cummin_helper: take x[i] when it is NaN,
+    or when the running value is not NaN and x[i] >= it). That is ``_arg_merge`` (ties and NaNs
+    to the smaller index) on negated indices. A max over a total order, so associative and
+    commutative; the identity (-inf or the type's minimum for cummax, index -1) loses every
+    comparison and every tie."""
+    value, negated = _arg_merge((earlier[0], -earlier[1]), (later[0], -later[1]), LARGEST)
+    return value, -negated
+
+
+@triton.jit
+def cummax_pairs(earlier, later):
+    """torch.cummax's combine on (value, index) states (``_later_extreme``)."""
+    return _later_extreme(earlier, later, True)
+
+
+@triton.jit
+def cummin_pairs(earlier, later):
+    """torch.cummin's combine on (value, index) states (``_later_extreme``)."""
+    return _later_extreme(earlier, later, False)
+
+
+@triton.jit
+def log_add_exp(x, y):
+    """log(exp(x) + exp(y)), torch.logcumsumexp's combine as torch's CPU kernel computes it
+    (ReduceOps.cpp, log_add_exp_helper): max + log1p(exp(min - max)), except that two equal
+    infinities give themselves (-inf is the identity, +inf absorbs); NaN propagates. log1p by
+    Goldberg's exact rewrite log(w) * u / (w - 1), w = 1 + u (no libdevice call, so the
+    interpreter and the GPU run the same arithmetic)."""
+    y_nan = y != y
+    lo = tl.where(y_nan, y, tl.where(y < x, y, x))
+    hi = tl.where(y_nan, y, tl.where(x < y, y, x))
+    u = tl.exp(lo - hi)
+    w = 1.0 + u
+    log1p = tl.where(w == 1.0, u, tl.log(w) * (u / (w - 1.0)))
+    same_infinity = (lo == hi) & (tl.abs(lo) == _INF)
+    return tl.where(same_infinity, x, hi + log1p)
+
+
+@triton.jit
+def finish_pair(s, count):
+    """A two-component state as two outputs: (value, index) of torch.max/min with dim, (min, max)
+    of torch.aminmax."""
+    return s[0], s[1]
+
+
+@triton.jit
+def value_twice(xs, index):
+    """torch.aminmax: one element is both the smallest and the largest seen."""
+    return xs[0], xs[0]
+
+
+@triton.jit
+def min_max_values(s, t):
+    """(min, max), each as ``min_values`` / ``max_values``: NaN propagates."""
+    v = s[0]
+    w = t[0]
+    p = s[1]
+    q = t[1]
+    return tl.where((w < v) | (w != w), w, v), tl.where((q > p) | (q != q), q, p)
+
+
+@triton.jit
+def min_max_along(s, merge):
+    """Fold (min, max) lanes, NaN if any lane is NaN, as ``min_along`` and ``max_along`` do. Not
+    by calling them: compiled Triton refuses a nested call to a function whose global (``_NAN``)
+    compares unequal to itself."""
+    low = s[0]
+    high = s[1]
+    if low.dtype.is_floating():
+        low_nan = tl.max((low != low).to(tl.int32), 0) > 0
+        high_nan = tl.max((high != high).to(tl.int32), 0) > 0
+        low = tl.min(tl.where(low != low, float("inf"), low), 0)
+        high = tl.max(tl.where(high != high, -float("inf"), high), 0)
+        return tl.where(low_nan, float("nan"), low), tl.where(high_nan, float("nan"), high)
+    else:
+        return tl.min(low, 0), tl.max(high, 0)
+
+
+@triton.jit
+def nan_to_zero(xs, index):
+    """torch.nansum: NaN counts as 0 (integers have none)."""
+    x = xs[0]
+    return (tl.where(x != x, tl.zeros_like(x), x),)
+
+
+@triton.jit
+def nan_to_zero_and_count(xs, index):
+    """torch.nanmean's state (sum, count) of one element: (x, 1), or (0, 0) for NaN."""
+    x = xs[0]
+    is_nan = x != x
+    return tl.where(is_nan, tl.zeros_like(x), x), tl.where(is_nan, 0.0, 1.0).to(x.dtype)
+
+
+@triton.jit
+def add_pairs(s, t):
+    """Two running sums (nanmean's sum and count)."""
+    return s[0] + t[0], s[1] + t[1]
+
+
+@triton.jit
+def sum_pairs_along(s, merge):
+    return tl.sum(s[0], 0), tl.sum(s[1], 0)
+
+
+@triton.jit
+def finish_ratio(s, count):
+    """torch.nanmean: sum / count of the non-NaN elements (0 / 0 = NaN where every one is NaN)."""
+    return (s[0] / s[1],)

@@ -324,3 +324,6 @@ PRODUCT = ScanCombine("product", _combine.mul, 1, state=_combine.mul_values, com
 LINEAR_RECURRENCE = StateScan("linear_recurrence", _combine.compose_affine, (1, 0),
                               stored=(False, True), backward=_recurrence_backward,
                               jvp=_recurrence_jvp)
+# torch.logcumsumexp: log(exp(tally) + exp(x)), stable (tritonml/kernels/combine.py: log_add_exp);
+# -inf is its identity. Its public function and gradient: tritonml/torch_ops/cumextreme.py.
+LOGCUMSUMEXP = ScanCombine("logcumsumexp", _combine.log_add_exp, float("-inf"), commutative=True)

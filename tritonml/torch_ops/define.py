@@ -21,11 +21,14 @@ NAMESPACE = "tritonml"
 _LIBRARY = torch.library.Library(NAMESPACE, "IMPL")
 
 
-def define(name: str, *, mutates_args=()):
+def define(name: str, *, mutates_args=(), opaque: bool = False):
     """A decorator registering a function as ``torch.ops.tritonml.<name>`` (schema from its type
-    hints), with ``mutates_args`` naming the arguments it writes."""
+    hints), with ``mutates_args`` naming the arguments it writes. ``opaque``: a ``custom_op`` with
+    compiled Triton too, for ops whose launches pass tensors inside tuples (several state
+    components: ``PTR_TUPLES``), which torch's tracing of Triton kernels does not see: traced
+    into, such a launch would look like it writes nothing and be dropped from the graph."""
     qualname = f"{NAMESPACE}::{name}"
-    if _backend.INTERPRET:
+    if _backend.INTERPRET or opaque:
         register = torch.library.custom_op(qualname, mutates_args=mutates_args)
     else:
         register = torch.library.triton_op(qualname, mutates_args=mutates_args)
