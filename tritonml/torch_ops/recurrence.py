@@ -34,7 +34,7 @@ from .define import define, differentiable, direct_call_allowed
 from .scan import _batch_initial, eager_carry_call
 
 
-@define("linear_recurrence")
+@define("linear_recurrence", opaque=True)   # a two-component state: tuples (define)
 def _linear_recurrence_op(gates: torch.Tensor, tokens: torch.Tensor, axis: int,
                           reverse: bool = False,
                           initial: Optional[torch.Tensor] = None) -> torch.Tensor:

@@ -114,7 +114,7 @@ def _scan_name(function) -> str:
 # ---------------------------------------------------------------------------------------------
 # The ops and their fake kernels
 # ---------------------------------------------------------------------------------------------
-@define("segment_reduce")
+@define("segment_reduce", opaque=True)   # multi-component states pass tuples (define)
 def segment_reduce_op(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int,
                       keepdims: bool, initial: Optional[Union[int, float, bool]]) -> torch.Tensor:
     offsets = segment_offsets(x.shape[_checks.normalize_axis(axis, x.dim())], x.device,
@@ -123,7 +123,7 @@ def segment_reduce_op(x: torch.Tensor, offsets: torch.Tensor, function: str, axi
                                initial=initial, keepdims=keepdims)[0]
 
 
-@define("segment_scan")
+@define("segment_scan", opaque=True)
 def segment_scan_op(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int,
                     reverse: bool, exclusive: bool) -> torch.Tensor:
     offsets = segment_offsets(x.shape[_checks.normalize_axis(axis, x.dim())], x.device,
