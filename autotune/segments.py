@@ -14,11 +14,10 @@ from tritonml_autotune.configs import MAX_SCAN_WINDOW, SegmentConfig
 from .heuristics import _choose_for, next_pow2
 
 PROGRAMS_PER_SM = 4
-# Lanes of one tile: 1024 at 8 warps (4 lanes a thread) keeps a tile's state, flags, segment ids
-# and positions in registers for states of one 8-byte component (at most a 16-byte spill on
-# sm_80/sm_90, tests/test_segment_compile.py); wider states take half as many. 2048 lanes
-# spill hundreds of bytes. A tile's searches of the boundaries stay a small share of its bytes
-# (tests/test_segment_bytes.py).
+# Lanes of one tile: 1024 at 8 warps (4 lanes a thread) for states of one 8-byte component,
+# half as many for wider states; 2048 lanes spill hundreds of bytes, these at most 72
+# (tests/test_segment_compile.py). A tile's searches of the boundaries stay a small share of its
+# bytes (tests/test_segment_bytes.py).
 TILE_LANES = 1024
 NUM_WARPS = 8
 MAX_BLOCK_INNER = 64

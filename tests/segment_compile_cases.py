@@ -48,7 +48,7 @@ def segment_launches(layouts=tuple(LAYOUTS)) -> list:
         shape, axis = LAYOUTS[layout]
         offsets = torch.tensor([0, 5, 5, shape[axis] // 2, shape[axis]], dtype=torch.int64)
         rows = layout == "rows"
-        dtypes = REDUCE_DTYPES + tuple({d for _, d in ROW_CASES + COLUMN_CASES})
+        dtypes = tuple(dict.fromkeys(REDUCE_DTYPES + tuple(d for _, d in ROW_CASES + COLUMN_CASES)))
         for record, dtype in itertools.product(RECORDS.values(), dtypes):
             case = (record.name, dtype)
             wanted = (case in ROW_CASES or dtype in REDUCE_DTYPES) if rows else \

@@ -2,7 +2,7 @@
 every distribution of lengths fills the GPU, short segments are packed many to a program, long
 ones split over many, and the bytes stay within 1.05 x the ideal; docs/segments.md shows the
 model's table as the code computes it. The modeled time is reported there, not asserted: the
-model puts it at 2 to 6 x one ideal launch (docs/segments.md, "Modeled on an H100")."""
+model puts it at 1.2 to 3 x one ideal launch (docs/segments.md, "Modeled on an H100")."""
 import pytest
 
 from benchmarks import doc_table

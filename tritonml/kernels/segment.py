@@ -30,8 +30,9 @@ the chunk where a segment ends (reduce) or each chunk of it (scan) reads the tai
   ``initial`` (HAS_INITIAL), the axis length (EMPTY_INDEX: an index output), else
   ``FINISH(identity, 0)``. HAS_INITIAL folds ``initial`` into every segment first.
 - SCAN True: every element gets its segment's running state, inclusive or (EXCLUSIVE) the state
-  before it, the identity at a segment's first element. A chunk that must wait for a carry folds
-  itself once to publish its tail, then scans again from the carry (the second read, from L2).
+  before it, the identity at a segment's first element. A chunk that must wait for a carry first
+  folds its last segment to publish its tail (``_fold_span``: the whole chunk only when one
+  segment spans it, a second read from L2), then scans the chunk from the carry.
 
 REVERSE traverses the axis from its end: tiles stay aligned in memory, the tile order flips and
 the in-tile scan runs backwards; a segment then starts at its last element.
