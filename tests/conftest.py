@@ -16,6 +16,7 @@ from collections import defaultdict
 FAST_CASES = 4
 FULL_ONLY = frozenset({
     "test_gpu_compile", "test_reduce_gpu_compile", "test_negative_view_compile",  # ptxas
+    "test_segment_compile",
     "test_distributed",   # spawns ranks
 })
 ONE_CASE = frozenset({
