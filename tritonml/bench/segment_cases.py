@@ -11,9 +11,10 @@ Two groups of entries (``cases.SUITE``), over the same three length distribution
   function's identity (torch's jagged-to-padded copy, ``to_padded_tensor`` of a jagged nested
   tensor viewing x and its offsets), reduce or scan the dense (n, longest) tensor along its last
   axis (tritonml's dense ``reduce`` / ``cumulative_sum`` for the row's tritonml, torch's
-  ``sum``/``amax``/``argmax``/``cumsum`` for its eager peer), then finish: AVERAGE divides the sums by the lengths, ARGMAX adds each segment's
-  start, the scan selects the real elements back with a boolean mask (``padded[mask]``). The
-  counted bytes include the padding copy, the padded tensor's reads and the finishing ops.
+  ``sum``/``amax``/``argmax``/``cumsum`` for its eager peer), then finish: AVERAGE divides the
+  sums by the lengths, ARGMAX adds each segment's start, the scan selects the real elements back
+  with a boolean mask (``padded[mask]``). The counted bytes include the padding copy, the padded
+  tensor's reads and the finishing ops.
 
 Both groups share the segment problem's ideal bytes: x read once, the n + 1 int64 boundaries
 read once, the result written once, so a padded row's bytes / ideal is what padding costs.
