@@ -24,9 +24,14 @@ BENCH_CASES = ("scan-short-rows", "scan-square-last", "scan-square-first", "scan
                "scan-one-row", "scan-row-2e20", "scan-row-2e24", "scan-1d-2e24",
                "scan-eight-long-rows", "scan-wide-columns", "scan-middle-axis", "reduce-rows",
                "reduce-tall-columns", "reduce-short-columns", "reduce-axes-apart", "reduce-all",
-               "reduce-functions", "linear-recurrence", "linear-recurrence-long")
+               "reduce-functions", "linear-recurrence", "linear-recurrence-long",
+               "segment-reduce-short", "segment-reduce-long", "segment-reduce-power",
+               "segment-scan-short", "segment-scan-long", "segment-scan-power",
+               "padded-reduce-short", "padded-reduce-long", "padded-reduce-power",
+               "padded-scan-short", "padded-scan-long", "padded-scan-power")
 BENCH_OPS = ("cumulative_sum", "SUM", "AVERAGE", "L1", "L2", "SUM_SQUARE", "MULTIPLY", "MIN", "MAX",
-             "ARGMIN", "ARGMAX", "LOG_SUM", "LOG_SUM_EXP", "linear_recurrence")
+             "ARGMIN", "ARGMAX", "LOG_SUM", "LOG_SUM_EXP", "linear_recurrence",
+             "segment_scan")
 BENCH_DTYPES = ("float32", "float16", "bfloat16", "int32", "int8")
 FEATURE_LEVELS = ("1_0", "2_0", "2_1", "3_0", "3_1", "4_0", "4_1", "5_0", "5_1", "5_2", "6_0",
                   "6_1", "6_2", "6_3", "6_4")

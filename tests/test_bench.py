@@ -146,7 +146,8 @@ def test_bad_options_fail_clearly_before_running(tmp_path, capsys, options, mess
 
 def test_every_suite_entry_runs_its_ops_on_its_dtypes():
     """The suite's promises: each group, the twelve reduce functions, int8 for reductions."""
-    assert {e.group for e in cases.SUITE} == {"scan", "reduce", "recurrence"}
+    assert {e.group for e in cases.SUITE} == {"scan", "reduce", "recurrence", "segment",
+                                              "padded"}
     functions = cases.ENTRIES["reduce-functions"].ops
     assert sorted(functions) == sorted(tritonml.ReduceFunction.__members__)
     for entry in cases.SUITE:

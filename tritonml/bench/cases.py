@@ -49,8 +49,11 @@ def dtype_text(dtype: torch.dtype) -> str:
 class Entry:
     """One line of the suite: ``ops`` each run on every dtype of ``dtypes``.
 
-    name: the id ``--cases`` selects by. group: "scan", "reduce" or "recurrence".
+    name: the id ``--cases`` selects by. group: "scan", "reduce", "recurrence", or "segment" /
+    "padded" (segmented ops, and their padded-dense equivalent: ``segment_cases``).
     axes: the scanned axis (one) or the reduced axes (None: all).
+    segments: the segment length distribution of a "segment" or "padded" entry
+    (``segment_cases.LENGTH_KINDS``).
     """
     name: str
     group: str
@@ -60,6 +63,21 @@ class Entry:
     ops: tuple
     dtypes: tuple
     what: str
+    segments: Optional[str] = None
+
+
+def _segment_entries() -> tuple:
+    """tritonml.segment_reduce / segment_scan and their padded-dense equivalent, over 2**24
+    elements (quick: 2**14) in three length distributions (``segment_cases``)."""
+    from .segment_cases import SEGMENT_FUNCTIONS, SEGMENT_SCAN
+    kinds = {"short": "many segments of 1-3", "long": "4 long segments",
+             "power": "power-law lengths"}
+    return tuple(
+        Entry(f"{group}-{what}-{kind}", group, (2 ** 24,), (2 ** 14,), (0,), ops, (F32,),
+              f"{'' if group == 'segment' else 'padded-dense '}{what} over {text}", kind)
+        for group in ("segment", "padded")
+        for what, ops in (("reduce", SEGMENT_FUNCTIONS), ("scan", (SEGMENT_SCAN,)))
+        for kind, text in kinds.items())
 
 
 SUITE = (
@@ -103,7 +121,7 @@ SUITE = (
           (F32, F16, BF16), "h[t] = gates[t] * h[t-1] + tokens[t] (tuple scan, the DSL)"),
     Entry("linear-recurrence-long", "recurrence", (4, 2 ** 20), (2, 2 ** 13), (1,), (RECURRENCE,),
           (F32, F16, BF16), "the recurrence over (4, 2**20): few, long sequences"),
-)
+) + _segment_entries()
 ENTRIES = {entry.name: entry for entry in SUITE}
 ALL_OPS = tuple(dict.fromkeys(op for entry in SUITE for op in entry.ops))
 ALL_DTYPES = tuple(dict.fromkeys(d for entry in SUITE for d in entry.dtypes))
@@ -209,6 +227,9 @@ def prepare(entry: Entry, op: str, dtype: torch.dtype, shape: tuple, device="cpu
     from ..torch_ops.reduce import reduce
     from ..torch_ops.scan import cumulative_sum
 
+    if entry.segments is not None:
+        from .segment_cases import prepare_segment
+        return prepare_segment(entry, op, dtype, shape, device)
     rank = len(shape)
     axes = tuple(range(rank)) if entry.axes is None else tuple(a % rank for a in entry.axes)
     if entry.group == "recurrence":
