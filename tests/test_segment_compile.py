@@ -10,12 +10,12 @@ from tritonml.bench.gpu_compile import compile_in_subprocess
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="compiles for a GPU without one")
 
-# Not yet the "no spills" the kernel should reach: at 8 warps ptxas needs 128 to 255 registers a
-# thread and keeps spills in the stack frame, up to 72 bytes (ARGMAX/ARGMIN on sm_90), and sm_80
-# reads a few of them inside loops (docs/segments.md). These are the measured ceilings, so that
-# growth is caught; lowering them is the kernel's next step.
-MAX_SEGMENT_STACK_BYTES = 72
-MAX_LOCAL_ACCESSES_IN_LOOPS = 4
+# Not yet the "no spills" the kernel should reach: where ptxas holds a specialization to 128
+# registers a thread (8 warps, two programs per SM), it keeps up to 48 bytes of spills in the
+# stack frame (LOG_SUM_EXP, 64-bit integer scans) and sm_80 reads a few of them inside loops
+# (docs/segments.md). These are the measured ceilings, so that growth is caught.
+MAX_SEGMENT_STACK_BYTES = 48
+MAX_LOCAL_ACCESSES_IN_LOOPS = 6
 
 
 @pytest.fixture(scope="module")

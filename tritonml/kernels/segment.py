@@ -42,7 +42,7 @@ from ..core import backend as _backend  # noqa: F401
 import triton
 import triton.language as tl
 
-from .combine import scan_along
+from .combine import reduce_along, scan_along
 from .scan import STATE_AGGREGATE, STATUS_BASE, _chain_bases, _draw_ticket, _publish, _tile_of
 
 
@@ -175,6 +175,7 @@ def _tile_segments(offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask
         last_boundary = _gallop_up(offsets_ptr, tile_end, seg_first, n_segments + 1)
         next_known = last_boundary
     counts = tl.zeros([BLOCK_AXIS], tl.int32)
+    next_counts = tl.zeros([BLOCK_AXIS], tl.int32)   # boundaries one position later
     lanes = tl.arange(0, BOUNDARY_BLOCK)
     first_listed = tl.where(tile_start == 0, 0, seg_first + 1)
     for base in range(first_listed, last_boundary + 1, BOUNDARY_BLOCK):
@@ -185,6 +186,10 @@ def _tile_segments(offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask
         in_tile = listed & (offset > 0) & (offset < BLOCK_AXIS)
         counts += tl.histogram(tl.where(in_tile, offset, 0).to(tl.int32), BLOCK_AXIS,
                                mask=in_tile)
+        # (a second histogram rather than a gather of the first: register gathers spill)
+        ends_in_tile = listed & (offset > 0) & (offset <= BLOCK_AXIS)
+        next_counts += tl.histogram(tl.where(ends_in_tile, offset - 1, 0).to(tl.int32),
+                                    BLOCK_AXIS, mask=ends_in_tile)
         if not SCAN:
             # the next boundary of each listed one: the next lane, or past the block one load
             after = tl.load(offsets_ptr + tl.minimum(base + BOUNDARY_BLOCK, n_segments))
@@ -201,12 +206,9 @@ def _tile_segments(offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask
     positions = tile_start + rows
     padding = positions >= axis_len
     start_first = tl.load(offsets_ptr + seg_first).to(tile_start.dtype)
-    at_tile_end = tl.load(offsets_ptr + last_boundary).to(tile_start.dtype) == tile_end
     # (int counts, not int1: the interpreter's where of an int1 scalar gives an int32 tensor)
     firsts = (tl.where(rows == 0, (start_first == tile_start).to(tl.int32), counts) > 0) | padding
-    next_counts = tl.gather(counts, tl.minimum(rows + 1, BLOCK_AXIS - 1), 0)
-    lasts = ((tl.where(rows == BLOCK_AXIS - 1, at_tile_end.to(tl.int32), next_counts) > 0)
-             | (positions + 1 >= axis_len))
+    lasts = (next_counts > 0) | (positions + 1 >= axis_len)
     if SCAN:
         lengths = rows * 0
     else:
@@ -239,10 +241,23 @@ def _or_scalar(flags, flag):
 @triton.jit
 def _row(state, row, BLOCK_INNER: tl.constexpr):
     """Row ``row`` of each component of a [rows, BLOCK_INNER] state, as [1, BLOCK_INNER]."""
-    rows = tl.full([1, BLOCK_INNER], 0, tl.int32) + row
+    at = tl.arange(0, state[0].shape[0])[:, None] == row
     picked = ()
     for c in tl.static_range(len(state)):
-        picked = picked + (tl.gather(state[c], rows, 0),)
+        picked = picked + (_pick(tl.where(at, state[c], tl.zeros_like(state[c])), at),)
+    return picked
+
+
+@triton.jit
+def _take_set(a, fa, b, fb):
+    return tl.where(fb, b, a), fa | fb
+
+
+@triton.jit
+def _pick(values, at):
+    """The one value of each column where ``at`` holds, [1, columns], bit for bit."""
+    flags = tl.broadcast_to(at, values.shape)
+    picked, _ = reduce_along((values, flags), 0, _take_set, keep_dims=True)
     return picked
 
 
