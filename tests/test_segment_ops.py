@@ -16,6 +16,7 @@ from benchmarks.reduce_oracle import (FLOAT_ONLY, INDEX_FUNCTIONS, assert_matche
 from benchmarks.scan_oracle import scan_matches, to_numpy
 from tritonml.core.dtypes import FLOAT_DTYPES
 from tritonml.runtime import trace as _trace
+from tests.op_log import OpLog
 
 OPS = torch.ops.tritonml
 # forward-mode AD loads torch's jvp decompositions on first use, which torch.jit.script (deprecated)
@@ -311,19 +312,8 @@ def test_max_gradient_shares_ties_as_torch_segment_reduce():
 def test_gradients_run_on_tritonmls_own_ops():
     x = torch.rand(6, dtype=torch.float64, requires_grad=True)
     offsets = _offsets(0, 2, 6)
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Log(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.ops = []
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.ops.append(str(func))
-            return func(*args, **(kwargs or {}))
-
     y = tritonml.segment_scan(x, "sum", offsets=offsets)
-    with Log() as log:
+    with OpLog() as log:
         y.backward(torch.ones(6, dtype=torch.float64))
     assert "tritonml.segment_scan.default" in log.ops
     assert torch.equal(x.grad, torch.tensor([2., 1., 4., 3., 2., 1.], dtype=torch.float64))

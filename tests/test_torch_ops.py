@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 from torch.library import opcheck
-from torch.utils._python_dispatch import TorchDispatchMode
 
 import tritonml
 from tritonml.runtime import trace as _trace
 from benchmarks.reduce_oracle import assert_matches, expected_tensor
 from benchmarks.scan_oracle import scan_matches, to_numpy
+from tests.op_log import OpLog
 
 OPS = torch.ops.tritonml
 DIFFERENTIABLE = ("AVERAGE", "L1", "L2", "LOG_SUM", "LOG_SUM_EXP", "MAX", "MIN", "MULTIPLY", "SUM",
@@ -47,19 +47,9 @@ def test_every_op_is_registered_under_the_tritonml_namespace():
     assert "Tensor(a5!) out" in schemas["reduce_out"]
 
 
-class _OpLog(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 def test_public_functions_run_through_the_registered_ops():
     x = _f64(3, 4)
-    with _OpLog() as log:
+    with OpLog() as log:
         tritonml.cumulative_sum(x, 1)
         tritonml.cumulative_product(x, 0, out=torch.empty_like(x))
         tritonml.cumulative_sum(x, 0, out=x)
