@@ -42,7 +42,7 @@ from ..core import backend as _backend  # noqa: F401
 import triton
 import triton.language as tl
 
-from .combine import reduce_along, scan_along
+from .combine import cast_state, reduce_along, scan_along
 from .scan import STATE_AGGREGATE, STATUS_BASE, _chain_bases, _draw_ticket, _publish, _tile_of
 
 
@@ -262,6 +262,26 @@ def _pick(values, at):
 
 
 @triton.jit
+def _scan_cut(x_ptrs, x_offs, positions, x_axis_strides, mask, cuts, PREPARE: tl.constexpr,
+              SEG_SCAN: tl.constexpr, LOAD_DTYPE: tl.constexpr, STATE_DTYPE: tl.constexpr,
+              REVERSE: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """Load the tile's elements at ``positions`` (where ``mask`` holds), prepare their states and
+    scan them in traversal order, a new segment starting at each of ``cuts`` [BLOCK_AXIS]:
+    the state components [BLOCK_AXIS, BLOCK_INNER] and the running "a cut so far" flag."""
+    xs = ()
+    for c in tl.static_range(len(x_ptrs)):
+        xs = xs + (tl.load(x_ptrs[c] + x_offs[c] + positions[:, None] * x_axis_strides[c],
+                           mask=mask).to(LOAD_DTYPE[c]),)
+    prepared = PREPARE(xs, tl.broadcast_to(positions[:, None], [BLOCK_AXIS, BLOCK_INNER]))
+    state = ()
+    for c in tl.static_range(len(STATE_DTYPE)):
+        state = state + (tl.broadcast_to(prepared[c].to(STATE_DTYPE[c]),
+                                         [BLOCK_AXIS, BLOCK_INNER]),)
+    flags = tl.broadcast_to(cuts[:, None], [BLOCK_AXIS, BLOCK_INNER])
+    return scan_along(state + (flags,), 0, SEG_SCAN, reverse=REVERSE)
+
+
+@triton.jit
 def _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
                   out_axis_strides, tile, known, carry, carry_empty, load_from, axis_len,
                   n_segments, x_axis_strides, initial_value, PREPARE: tl.constexpr,
@@ -300,18 +320,8 @@ def _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
     else:
         loaded = valid & (positions >= load_from)
     mask = loaded[:, None] & inner_mask
-    xs = ()
-    for c in tl.static_range(len(x_ptrs)):
-        xs = xs + (tl.load(x_ptrs[c] + x_offs[c] + positions[:, None] * x_axis_strides[c],
-                           mask=mask).to(LOAD_DTYPE[c]),)
-    index = tl.broadcast_to(positions[:, None], [BLOCK_AXIS, BLOCK_INNER])
-    prepared = PREPARE(xs, index)
-    state = ()
-    for c in tl.static_range(len(STATE_DTYPE)):
-        state = state + (tl.broadcast_to(prepared[c].to(STATE_DTYPE[c]),
-                                         [BLOCK_AXIS, BLOCK_INNER]),)
-    flags = tl.broadcast_to(heads[:, None], [BLOCK_AXIS, BLOCK_INNER])
-    scanned = scan_along(state + (flags,), 0, SEG_SCAN, reverse=REVERSE)
+    scanned = _scan_cut(x_ptrs, x_offs, positions, x_axis_strides, mask, heads, PREPARE,
+                        SEG_SCAN, LOAD_DTYPE, STATE_DTYPE, REVERSE, BLOCK_AXIS, BLOCK_INNER)
     # the carry reaches the rows before the tile's first head; an empty one reaches nothing
     tile_flags = _or_scalar(scanned[len(STATE_DTYPE)], carry_empty)
     before = ()
@@ -342,18 +352,9 @@ def _fold_tile(x_ptrs, x_offs, inner_mask, tile, load_from, axis_len, x_axis_str
         loaded = valid & (positions >= load_from)
         end_row = tl.minimum(axis_len - 1 - tile_start, BLOCK_AXIS - 1)
     mask = loaded[:, None] & inner_mask
-    xs = ()
-    for c in tl.static_range(len(x_ptrs)):
-        xs = xs + (tl.load(x_ptrs[c] + x_offs[c] + positions[:, None] * x_axis_strides[c],
-                           mask=mask).to(LOAD_DTYPE[c]),)
-    prepared = PREPARE(xs, tl.broadcast_to(positions[:, None], [BLOCK_AXIS, BLOCK_INNER]))
-    state = ()
-    for c in tl.static_range(len(STATE_DTYPE)):
-        state = state + (tl.broadcast_to(prepared[c].to(STATE_DTYPE[c]),
-                                         [BLOCK_AXIS, BLOCK_INNER]),)
-    cuts = tl.broadcast_to(((positions == load_from) | ~loaded)[:, None],
-                           [BLOCK_AXIS, BLOCK_INNER])
-    scanned = scan_along(state + (cuts,), 0, SEG_SCAN, reverse=REVERSE)
+    scanned = _scan_cut(x_ptrs, x_offs, positions, x_axis_strides, mask,
+                        (positions == load_from) | ~loaded, PREPARE, SEG_SCAN, LOAD_DTYPE,
+                        STATE_DTYPE, REVERSE, BLOCK_AXIS, BLOCK_INNER)
     return _row(scanned[:len(STATE_DTYPE)], end_row, BLOCK_INNER)
 
 
@@ -375,16 +376,8 @@ def _fold_span(x_ptrs, x_offs, inner_mask, first_step, end_step, n_tiles, load_f
                                         x_axis_strides, PREPARE, SEG_SCAN, LOAD_DTYPE,
                                         STATE_DTYPE, REVERSE, INDEX_64, BLOCK_AXIS,
                                         BLOCK_INNER))
-        total = _cast(total, STATE_DTYPE)
+        total = cast_state(total, STATE_DTYPE)
     return total
-
-
-@triton.jit
-def _cast(state, STATE_DTYPE: tl.constexpr):
-    cast = ()
-    for c in tl.static_range(len(STATE_DTYPE)):
-        cast = cast + (state[c].to(STATE_DTYPE[c]),)
-    return cast
 
 
 @triton.jit

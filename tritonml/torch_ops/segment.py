@@ -28,13 +28,11 @@ from ..core.dtypes import is_float
 from ..core.reduce_function import ReduceFunction
 from ..launchers.reduction import Reduction
 from ..launchers.scan_records import PRODUCT, SUM, ScanCombine, _inclusive_product_grad
-from ..launchers.segment import (segment_offsets, segment_reduce_axis, segment_scan_axis)
+from ..launchers.segment import (INITIAL_FUNCTIONS, segment_offsets, segment_reduce_axis,
+                                  segment_scan_axis)
 from ..reduce_functions import RECORDS, ReduceRecord
 from .define import define, differentiable, direct_call_allowed
 
-# torch.segment_reduce's set: the functions whose fold an ``initial`` can start
-INITIAL_FUNCTIONS = frozenset({ReduceFunction.SUM, ReduceFunction.MULTIPLY, ReduceFunction.MAX,
-                               ReduceFunction.MIN, ReduceFunction.AVERAGE})
 _SCANS = {"SUM": SUM, "PRODUCT": PRODUCT}
 
 
@@ -71,7 +69,7 @@ def _check_initial(initial, function: ReduceFunction, dtype: torch.dtype):
     """``initial`` as the op's Scalar: None, an int (integer x) or a float."""
     if initial is None:
         return None
-    if function not in INITIAL_FUNCTIONS:
+    if function.name not in INITIAL_FUNCTIONS:
         raise ValueError(f"initial: only SUM, MULTIPLY, MAX, MIN and AVERAGE take an initial "
                          f"value (torch.segment_reduce's set), not {function.name}")
     if isinstance(initial, (bool, torch.Tensor)) or not isinstance(initial, numbers.Real):
