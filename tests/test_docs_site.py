@@ -15,14 +15,13 @@ Nothing here needs mkdocs or PyYAML: the directives and the nav are read as text
 """
 from __future__ import annotations
 
-import __future__
+import ast
 import importlib
 import importlib.util
 import os
 import re
 import subprocess
 import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -39,16 +38,36 @@ PUBLIC_MODULES = ("tritonml", "tritonml.dml", "tritonml.distributed", "tritonml.
 _DIRECTIVE = re.compile(r"^:::[ \t]+(\S+)[ \t]*$", re.MULTILINE)
 
 
+def _top_level_names(statements) -> list[str]:
+    """Names bound by a module's top-level statements (into ``if``/``try`` blocks): functions,
+    classes, assignments and ``from ... import`` names (not modules: ``import x``)."""
+    names: list[str] = []
+    for node in statements:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)]
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            names += [alias.asname or alias.name for alias in node.names]
+        elif isinstance(node, ast.If):
+            names += _top_level_names(node.body) + _top_level_names(node.orelse)
+        elif isinstance(node, ast.Try):
+            names += _top_level_names(node.body + node.orelse + node.finalbody)
+    return names
+
+
 def public_names(module_name: str) -> list[str]:
-    """The module's ``__all__``; without one, what Python's conventions make public: the names not
-    starting with an underscore, less imported modules and ``__future__`` features."""
+    """The module's ``__all__``; without one, what Python's conventions make public: the names its
+    source binds at top level that do not start with an underscore. Read from the source, not the
+    module's namespace, which gains names at run time (Triton's interpreter patches kernels'
+    globals)."""
     module = importlib.import_module(module_name)
     names = getattr(module, "__all__", None)
     if names is not None:
         return list(names)
-    return [name for name, value in vars(module).items()
-            if not name.startswith("_")
-            and not isinstance(value, (types.ModuleType, __future__._Feature))]
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+    return list(dict.fromkeys(n for n in _top_level_names(tree.body) if not n.startswith("_")))
 
 
 def reference_directives() -> dict[str, list[str]]:
