@@ -21,8 +21,10 @@ SPLIT = SegmentConfig(16, 2, chunk_tiles=1, window=2, boundary_block=4)
 CONFIGS = {
     "default": None,
     "split": SPLIT,
-    "chunks of 3": SegmentConfig(16, 1, chunk_tiles=3, window=4, boundary_block=2),
-    "wide window": SegmentConfig(32, 4, chunk_tiles=2, window=64, boundary_block=64),
+    # fold_tiles: chunks inside one segment fold a chunk's tiles in steps that end past it
+    "chunks of 3": SegmentConfig(16, 1, chunk_tiles=3, window=4, boundary_block=2, fold_tiles=2),
+    "wide window": SegmentConfig(32, 4, chunk_tiles=2, window=64, boundary_block=64,
+                                 fold_tiles=4),
 }
 OFFSETS = {   # axis length 61
     "random": segment_oracle.random_offsets(61, 9, seed=1),

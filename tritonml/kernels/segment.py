@@ -42,7 +42,7 @@ from ..core import backend as _backend  # noqa: F401
 import triton
 import triton.language as tl
 
-from .combine import cast_state, reduce_along, scan_along
+from .combine import cast_state, merge_along, reduce_along, scan_along
 from .scan import STATE_AGGREGATE, STATUS_BASE, _chain_bases, _draw_ticket, _publish, _tile_of
 
 
@@ -100,8 +100,11 @@ def _segment_near(offsets_ptr, position, axis_len, n_segments):
     """``_segment_of(offsets_ptr, position, 0, n_segments)`` galloping from where the segment
     would be if all had one length: a few loads when lengths are alike, at most about
     4 log2(n_segments) when they are not."""
-    guess = (position.to(tl.int64) * n_segments) // tl.maximum(axis_len, 1)
-    guess = tl.minimum(guess, n_segments - 1).to(position.dtype)
+    # float32 rather than an int64 division: ptxas makes that a called subroutine, and a call
+    # in the kernel makes it keep values in the stack frame; a guess needs no exact quotient
+    density = n_segments.to(tl.float32) / tl.maximum(axis_len, 1).to(tl.float32)
+    guess = (position.to(tl.float32) * density).to(position.dtype)
+    guess = tl.maximum(tl.minimum(guess, n_segments - 1), 0)
     if tl.load(offsets_ptr + guess).to(position.dtype) <= position:
         found = _gallop_up(offsets_ptr, position, guess, n_segments)
     else:
@@ -381,6 +384,46 @@ def _fold_span(x_ptrs, x_offs, inner_mask, first_step, end_step, n_tiles, load_f
 
 
 @triton.jit
+def _fold_inside(x_ptrs, x_offs, inner_mask, first_tile, end_tile, x_axis_strides,
+                 PREPARE: tl.constexpr, MERGE: tl.constexpr, LOAD_DTYPE: tl.constexpr,
+                 IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, INDEX_64: tl.constexpr,
+                 BLOCK_AXIS: tl.constexpr, FOLD_TILES: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """The fold of tiles ``first_tile`` to ``end_tile - 1``, all on the axis and in one segment,
+    components [1, BLOCK_INNER]. Each step issues the loads of FOLD_TILES tiles before it merges
+    any, and merges them element by element into one tile of states, which ``merge_along`` (the
+    reduce kernels' fixed tree) folds at the end: the registers of one tile of states, the
+    bytes in flight of FOLD_TILES."""
+    acc = ()
+    for c in tl.static_range(len(STATE_DTYPE)):
+        acc = acc + (tl.full([BLOCK_AXIS, BLOCK_INNER], IDENTITY[c], STATE_DTYPE[c]),)
+    rows = tl.arange(0, BLOCK_AXIS)
+    for tile in range(first_tile, end_tile, FOLD_TILES):
+        tile_start = tile * BLOCK_AXIS
+        if INDEX_64:
+            tile_start = tile_start.to(tl.int64)
+        loads = ()   # FOLD_TILES x inputs, tile-major
+        for k in tl.static_range(FOLD_TILES):
+            positions = tile_start + k * BLOCK_AXIS + rows
+            mask = (positions < end_tile * BLOCK_AXIS)[:, None] & inner_mask
+            for c in tl.static_range(len(x_ptrs)):
+                loads = loads + (tl.load(x_ptrs[c] + x_offs[c]
+                                         + positions[:, None] * x_axis_strides[c], mask=mask),)
+        for k in tl.static_range(FOLD_TILES):
+            positions = tile_start + k * BLOCK_AXIS + rows
+            mask = (positions < end_tile * BLOCK_AXIS)[:, None] & inner_mask
+            xs = ()
+            for c in tl.static_range(len(x_ptrs)):
+                xs = xs + (loads[k * len(x_ptrs) + c].to(LOAD_DTYPE[c]),)
+            prepared = PREPARE(xs, tl.broadcast_to(positions[:, None], [BLOCK_AXIS, BLOCK_INNER]))
+            state = ()
+            for c in tl.static_range(len(STATE_DTYPE)):
+                state = state + (tl.where(mask, prepared[c].to(STATE_DTYPE[c]), IDENTITY[c])
+                                 .to(STATE_DTYPE[c]),)
+            acc = cast_state(MERGE(acc, state), STATE_DTYPE)
+    return cast_state(merge_along(acc, MERGE), STATE_DTYPE)
+
+
+@triton.jit
 def _fold_tails(published_ptrs, status_ptr, chain_first_slot, first, end, epoch_base,
                 MERGE: tl.constexpr, SEG_SCAN: tl.constexpr, STATE_DTYPE: tl.constexpr,
                 WINDOW: tl.constexpr, BLOCK_INNER: tl.constexpr):
@@ -516,6 +559,23 @@ def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, fir
 
 
 @triton.jit
+def _inside_one_segment(offsets_ptr, first_segment, first_position, end_step, n_segments,
+                        REVERSE: tl.constexpr, BLOCK_AXIS: tl.constexpr):
+    """Whether a reduction's chunk (forward: positions from ``first_position``, the start of its
+    first tile and in ``first_segment``, to the end of tile ``end_step - 1``) lies inside one
+    segment that goes on past it and owns no boundary: the next boundary lies beyond its last
+    tile's end, and there is no empty segment at 0 for it to write. Never the axis' last chunk."""
+    if REVERSE:
+        inside = tl.zeros([], tl.int1)
+    else:
+        chunk_end = end_step.to(first_position.dtype) * BLOCK_AXIS
+        following = tl.load(offsets_ptr + tl.minimum(first_segment + 1, n_segments))
+        inside = ((following.to(first_position.dtype) > chunk_end)
+                  & ((first_position > 0) | (first_segment == 0)))
+    return inside
+
+
+@triton.jit
 def segment_kernel(
     # pointers: inputs and outputs (tuples, one entry per tensor, unless PTR_TUPLES is False),
     # the int64 boundaries, the int32 status words (the scan kernels' resident workspace) and the
@@ -533,7 +593,7 @@ def segment_kernel(
     EXCLUSIVE: tl.constexpr, REVERSE: tl.constexpr, HAS_INITIAL: tl.constexpr,
     EMPTY_INDEX: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr,
     BOUNDARY_BLOCK: tl.constexpr, BLOCK_INNER: tl.constexpr, WINDOW: tl.constexpr,
-    PTR_TUPLES: tl.constexpr,
+    FOLD_TILES: tl.constexpr, PTR_TUPLES: tl.constexpr,
 ):
     """One program per chunk of ``chunk_tiles`` tiles of one chain (an outer index x a block of
     BLOCK_INNER inner positions); grid = chains * cdiv(max(cdiv(axis_len, BLOCK_AXIS), 1),
@@ -628,6 +688,15 @@ def segment_kernel(
             if chunk != n_chunks - 1:
                 _publish(published_ptrs, status_ptr, ticket, tail, epoch_base + STATE_AGGREGATE,
                          BLOCK_INNER)
+    elif _inside_one_segment(offsets_ptr, first_segment, first_position, end_step,
+                             n_segments, REVERSE, BLOCK_AXIS):
+        # Nothing to find or write: fold in larger tiles, publish, and leave the segment's
+        # result to the chunk where it ends.
+        _publish(published_ptrs, status_ptr, ticket,
+                 _fold_inside(x_ptrs, x_offs, inner_mask, first_tile, end_step, x_axis_strides,
+                              PREPARE, MERGE, LOAD_DTYPE, IDENTITY, STATE_DTYPE, INDEX_64,
+                              BLOCK_AXIS, FOLD_TILES, BLOCK_INNER),
+                 epoch_base + STATE_AGGREGATE, BLOCK_INNER)
     else:
         tail, open_state, open_count, open_found = _chunk_walk(
             x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step, end_step,
