@@ -163,9 +163,12 @@ def _layout_args(shape, axis: int, xs: tuple, outs: tuple) -> tuple:
 def _launch(xs: tuple, outs: tuple, offsets: torch.Tensor, axis: int, *, prepare, merge,
             finish, load_dtypes: tuple, state_dtypes: tuple, identity: tuple, scan: bool,
             exclusive: bool = False, reverse: bool = False, initial=None,
-            empty_index: bool = False, config: Optional[SegmentConfig] = None) -> None:
+            empty_index: bool = False, commutative: bool = True,
+            config: Optional[SegmentConfig] = None) -> None:
     """Run the segment kernel over ``xs`` into ``outs`` (``state_dtypes``: torch dtypes, one per
-    state component; ``load_dtypes``: one per input)."""
+    state component; ``load_dtypes``: one per input). ``commutative``: ``merge`` may fold a
+    segment's elements in any fixed order (the reductions, whose merges the reduce kernels fold in
+    a tree, and the sum and product scans), not only in traversal order (a user's combine)."""
     x = xs[0]
     shape = tuple(x.shape)
     args = _layout_args(shape, axis, xs, outs)
@@ -198,6 +201,7 @@ def _launch(xs: tuple, outs: tuple, offsets: torch.Tensor, axis: int, *, prepare
                 HAS_INITIAL=initial is not None, EMPTY_INDEX=empty_index, INDEX_64=index_64,
                 BLOCK_AXIS=block_axis, BOUNDARY_BLOCK=config.boundary_block,
                 BLOCK_INNER=block_inner, WINDOW=config.window, FOLD_TILES=config.fold_tiles,
+                COMMUTATIVE=commutative,
                 PTR_TUPLES=len(xs) > 1 or len(outs) > 1 or len(state_dtypes) > 1,
                 num_warps=config.num_warps)
     tuples = meta["PTR_TUPLES"]
@@ -321,7 +325,7 @@ def segment_associative_scan(combine_fn, xs, offsets: torch.Tensor, axis: int, *
                     prepare=_combine.keep_inputs, merge=combine_fn, finish=_combine.finish_value,
                     load_dtypes=states, state_dtypes=states,
                     identity=identity if identity is not None else (0,) * k, scan=True,
-                    exclusive=exclusive, reverse=reverse, config=config)
+                    exclusive=exclusive, reverse=reverse, commutative=False, config=config)
         except Exception as error:
             failure = _state_combine.combine_error(error, combine_fn, k)
             if failure is None:
