@@ -2,15 +2,18 @@
 tritonml.runtime and tritonml.kernels.combine run as written.
 
 Every ``>>>`` example in the docstrings of the modules that define these packages' public names is
-collected with ``doctest`` and run, one test function per public module (not parametrized: the fast
-tier keeps only a few cases of a parametrized test, and every example must run there); the printed output must match what the docstring
-shows (whitespace normalized, no ``...`` wildcards). ``@triton.jit`` helpers (``merge_along``) are
-Triton objects, which doctest's finder skips, so their docstrings are collected by hand. The distributed examples start a world-size-1 gloo group in-process and destroy
-it at the end of the example. A second test requires an example in the docstring of every public
-function and class of these modules.
+collected with ``doctest`` and run, one test function per public module (not parametrized: the
+fast tier keeps only a few cases of a parametrized test, and every example must run there); the
+printed output must match what the docstring shows (whitespace normalized, no ``...``
+wildcards). ``@triton.jit`` helpers (``merge_along``) are Triton objects, and a constant's
+docstring is a string after its assignment in the source (``DEFAULT_FEATURE_LEVEL``): doctest's
+finder sees neither, so those are collected by hand. The distributed examples start a
+world-size-1 gloo group in-process and destroy it at the end of the example. A last test requires
+an example in the docstring of every public function and class of these modules.
 """
 from __future__ import annotations
 
+import ast
 import doctest
 import importlib
 import sys
@@ -44,6 +47,21 @@ def _jit_doc(obj) -> str:
     return getattr(obj, "fn", obj).__doc__ or ""
 
 
+def _constant_docs(module) -> list:
+    """(name, docstring) of each module-level assignment followed by a string (an attribute
+    docstring, as mkdocstrings reads it)."""
+    with open(module.__file__, encoding="utf-8") as f:
+        body = ast.parse(f.read()).body
+    docs = []
+    for node, after in zip(body, body[1:]):
+        target = (node.target if isinstance(node, ast.AnnAssign) else
+                  node.targets[0] if isinstance(node, ast.Assign) else None)
+        if (isinstance(target, ast.Name) and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+            docs.append((target.id, after.value.value))
+    return docs
+
+
 def _doctests(public: str) -> list:
     finder, parser, tests = doctest.DocTestFinder(), doctest.DocTestParser(), []
     for name in MODULES[public]:
@@ -56,6 +74,10 @@ def _doctests(public: str) -> list:
                                           module.__file__, 0)
                 if test.examples:
                     tests.append(test)
+        for attr, doc in _constant_docs(module):
+            test = parser.get_doctest(doc, dict(vars(module)), f"{name}.{attr}", module.__file__, 0)
+            if test.examples:
+                tests.append(test)
     return sorted(tests, key=lambda t: t.name)
 
 
@@ -63,7 +85,9 @@ def test_the_examples_are_collected():
     names = {t.name for public in PUBLIC for t in _doctests(public)}
     for expected in ("tritonml.dml.descs.TensorDesc", "tritonml.dml.execute.compile_operator",
                      "tritonml.distributed.scan.cumulative_sum", "tritonml.tuning.target",
-                     "tritonml.runtime.trace.record", "tritonml.kernels.combine.merge_along"):
+                     "tritonml.runtime.trace.record", "tritonml.kernels.combine.merge_along",
+                     "tritonml.dml.enums.DEFAULT_FEATURE_LEVEL",
+                     "tritonml.distributed.spmd.METADATA_TIMEOUT", "tritonml.tuning.TARGET_ENV"):
         assert expected in names
 
 

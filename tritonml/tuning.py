@@ -16,7 +16,8 @@ far in this process.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Dict, Final, Iterator, List, Optional, Sequence, Tuple
+from typing import (TYPE_CHECKING, Any, Callable, ContextManager, Dict, Final, Iterator, List,
+                    Optional, Sequence, Tuple, overload)
 
 import tritonml_autotune
 from tritonml_autotune import devices, engine as _engine, select
@@ -29,12 +30,18 @@ from .runtime import caches as _caches
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Device", "TARGET_ENV", "current", "device", "forget", "set_timing", "suite_choices_table",
-           "target", "targets", "timing"]
+__all__ = ["Device", "TARGET_ENV", "current", "device", "forget", "set_timing",
+           "suite_choices_table", "target", "targets", "timing"]
 
 TARGET_ENV: Final[str] = devices.TARGET_ENV
 """``"TRITONML_TARGET"``: the environment variable naming a target for every thread (read at every
-config choice; a ``target`` block overrides it; unset or empty: no target)."""
+config choice; a ``target`` block overrides it; unset or empty: no target).
+
+Example:
+    >>> from tritonml import tuning
+    >>> tuning.TARGET_ENV
+    'TRITONML_TARGET'
+"""
 
 
 # The tuner (importable without tritonml) keeps its own caches; tritonml registers them, so
@@ -90,6 +97,14 @@ def timing(enabled: Optional[bool]) -> Iterator[None]:
     """
     with _engine.timing(enabled):
         yield
+
+
+@overload
+def target(name: str) -> ContextManager[Device]: ...
+
+
+@overload
+def target(name: None) -> ContextManager[None]: ...
 
 
 @contextmanager

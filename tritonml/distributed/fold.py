@@ -73,7 +73,7 @@ def _fold(op, fn, states, lengths, other, red, sax, shard_shape, index_dtype):
             folded = torch.log(folded)
         return folded.to(means[0].dtype)
     stacked = torch.stack([s[0] for s in states])
-    return _reduce(stacked, fold.by, 0, keepdims=False)
+    return _reduce(stacked, cast(str, fold.by), 0, keepdims=False)  # "stack" names its function
 
 
 def _fold_argument(op, fn, states, lengths, other, red, sax, shard_shape, index_dtype):
@@ -99,7 +99,7 @@ def _fold_argument(op, fn, states, lengths, other, red, sax, shard_shape, index_
         values.append(value)
         indices.append(flat)
     stacked_values = torch.stack(values)
-    best = _reduce(stacked_values, cast(Fold, record_of(fn).fold).by, 0, keepdims=True)
+    best = _reduce(stacked_values, cast(str, cast(Fold, record_of(fn).fold).by), 0, keepdims=True)
     # candidates: the ranks holding the best value (NaN: the ranks holding a NaN); the smallest
     # global index among them is the first occurrence over the whole tensor
     candidate = (stacked_values == best) | (stacked_values.isnan() & best.isnan()) \

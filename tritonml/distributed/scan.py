@@ -147,7 +147,8 @@ def cumulative_sum(x: torch.Tensor, axis: int, *, group: Optional["ProcessGroup"
         tensor([5, 3, 0])
         >>> dist.destroy_process_group()
     """
-    return _cumulative("cumulative_sum", cast(str, SUM.fold), _cumulative_sum, x, axis, group, reverse,
+    return _cumulative("cumulative_sum", cast(str, SUM.fold), _cumulative_sum, x, axis, group,
+                       reverse,
                        exclusive, initial, out, timeout or METADATA_TIMEOUT)
 
 
@@ -191,7 +192,8 @@ def cumulative_product(x: torch.Tensor, axis: int, *, group: Optional["ProcessGr
         tensor([ 1,  2,  6, 24])
         >>> dist.destroy_process_group()
     """
-    return _cumulative("cumulative_product", cast(str, PRODUCT.fold), _cumulative_product, x, axis, group,
+    return _cumulative("cumulative_product", cast(str, PRODUCT.fold), _cumulative_product, x,
+                       axis, group,
                        reverse, exclusive, initial, out, timeout or METADATA_TIMEOUT)
 
 
@@ -242,7 +244,7 @@ def _cumulative_shard(op, total_function, local_scan, x, axis, group, position, 
 
 def _scan_along_ranks(total_function: str, stacked: torch.Tensor) -> torch.Tensor:
     scan = _cumulative_sum if total_function == "SUM" else _cumulative_product
-    return scan(stacked, 0)
+    return cast(torch.Tensor, scan(stacked, 0))  # without return_carry: one tensor
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,7 +268,8 @@ def associative_scan(combine_fn: Callable[..., Any], xs: Sequence[torch.Tensor],
 
 def associative_scan(combine_fn: Callable[..., Any], xs: _Tensors, axis: int, *,
                      group: Optional["ProcessGroup"] = None, reverse: bool = False,
-                     exclusive: bool = False, identity: Union[_Scalar, Sequence[_Scalar], None] = None,
+                     exclusive: bool = False,
+                     identity: Union[_Scalar, Sequence[_Scalar], None] = None,
                      initial: Optional[_Tensors] = None, out: Optional[_Tensors] = None,
                      timeout: Optional[datetime.timedelta] = None
                      ) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:

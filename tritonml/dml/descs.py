@@ -236,7 +236,8 @@ class TensorDesc:
 
     @property
     def minimum_size_in_bytes(self) -> int:
-        """DirectML's minimum buffer size for these sizes and strides (``calc_buffer_tensor_size``)."""
+        """DirectML's minimum buffer size for these sizes and strides
+        (``calc_buffer_tensor_size``)."""
         return calc_buffer_tensor_size(self.data_type, self.sizes, self.strides)
 
     def _addressing_is_sound(self) -> bool:
@@ -278,7 +279,7 @@ class TensorDesc:
         return cls(**parsed)
 
     def validate(self, path: str = "", *, is_output: bool = False) -> List[Problem]:
-        """The buffer-tensor rules that hold at every feature level (see ``validate`` for operators).
+        """The buffer-tensor rules that hold at every feature level (``validate``: operators).
 
         Args:
             path: The field path to name problems under (``"input_tensor"``).
@@ -313,7 +314,7 @@ class _OperatorDescBase:
         _parse_dataclass(self)
 
     def to_dict(self) -> Dict[str, Any]:
-        """A JSON-compatible dict: ``{"type": ..., field: value, ...}`` (see ``tritonml.dml.to_dict``)."""
+        """A JSON-compatible dict, as ``tritonml.dml.to_dict`` returns."""
         data: Dict[str, Any] = {"type": self.OPERATOR_TYPE}
         for f in fields(self):
             value = getattr(self, f.name)
@@ -490,8 +491,9 @@ class ReduceOperatorDesc(_OperatorDescBase):
         def __init__(self, function: Union[ReduceFunction, str], input_tensor: TensorDesc,
                      output_tensor: TensorDesc, axes: Sequence[int]) -> None: ...
 
-    OPERATOR_TYPE = "REDUCE"
-    _PARSERS = {"function": parse_reduce_function, **_TENSOR_PARSERS, "axes": _as_int_tuple}
+    OPERATOR_TYPE: ClassVar[str] = "REDUCE"
+    _PARSERS: ClassVar[Dict[str, Callable[[Any, str], Any]]] = {
+        "function": parse_reduce_function, **_TENSOR_PARSERS, "axes": _as_int_tuple}
 
     @property
     def axis_count(self) -> int:

@@ -254,7 +254,13 @@ class FeatureLevel(_DmlEnum):
 DEFAULT_FEATURE_LEVEL: Final[FeatureLevel] = FeatureLevel.LEVEL_5_0
 """The feature level ``validate``, ``check``, ``supported`` and ``compile_operator`` use by
 default: 5_0, the highest level the operators' pages document (their tables end at "5_0 and
-above")."""
+above").
+
+Example:
+    >>> from tritonml.dml import DEFAULT_FEATURE_LEVEL
+    >>> DEFAULT_FEATURE_LEVEL, str(DEFAULT_FEATURE_LEVEL)
+    (<FeatureLevel.LEVEL_5_0: 20480>, '5_0')
+"""
 
 LevelArg = Union[FeatureLevel, str, int, None]
 """What a ``feature_level`` argument takes: a FeatureLevel, its name (``"4_0"``), its value

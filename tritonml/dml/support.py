@@ -160,7 +160,8 @@ def supported(operator_type: Union[str, type], feature_level: LevelArg = DEFAULT
         function = parse_reduce_function(function, "function")
     level = parse_level(feature_level)
     if level is None:
-        return _TRITONML_REDUCE[cast(ReduceFunction, function)] if operator_type == "REDUCE" else _TRITONML_SCAN
+        return (_TRITONML_REDUCE[cast(ReduceFunction, function)] if operator_type == "REDUCE"
+                else _TRITONML_SCAN)
     for row in table_for(operator_type, cast(Optional[ReduceFunction], function)):
         if level >= row.since:
             return row

@@ -201,7 +201,8 @@ def _shape_problems(desc) -> list:
 # ============================================================================================
 # validate / check
 # ============================================================================================
-def validate(desc: OperatorDesc, feature_level: LevelArg = DEFAULT_FEATURE_LEVEL) -> List[Problem]:
+def validate(desc: OperatorDesc, feature_level: LevelArg = DEFAULT_FEATURE_LEVEL
+             ) -> List[Problem]:
     """Every rule ``desc`` breaks at ``feature_level`` as a list of ``Problem`` (empty: valid).
 
     Three kinds of rule: DML_BUFFER_TENSOR_DESC's (sizes, strides, buffer size, alignment, flags;
@@ -266,7 +267,8 @@ def check(desc: OperatorDesc, feature_level: LevelArg = DEFAULT_FEATURE_LEVEL) -
         TypeError: ``desc`` is not an operator desc.
 
     Example:
-        >>> from tritonml.dml import CumulativeSummationOperatorDesc, DescriptorError, TensorDesc, check
+        >>> from tritonml.dml import (CumulativeSummationOperatorDesc, DescriptorError,
+        ...                           TensorDesc, check)
         >>> t = TensorDesc("FLOAT64", [3])
         >>> try:
         ...     check(CumulativeSummationOperatorDesc(t, t, axis=0))   # at 5_0: no FLOAT64

@@ -122,14 +122,17 @@ def merge_along(state, merge):
     A ``@triton.jit`` helper, called from inside a ``@triton.jit`` function: the default
     ``along`` of a ``tritonml.Reduction``, and what a user's ``along`` may call (docs/dsl.md).
 
+    Types are given here, not as annotations: Triton reads a parameter's annotation as a
+    specialization.
+
     Args:
-        state: A tuple of 2-D tiles (components), each ``[N, M]`` with ``N`` a power of two
-            (at most 2**24).
-        merge: The reduction's ``merge(a, b) -> state``, a ``@triton.jit`` function applied
-            elementwise to whole tiles.
+        state (tuple[tl.tensor, ...]): A tuple of 2-D tiles (components), each ``[N, M]`` with
+            ``N`` a power of two (at most 2**24).
+        merge (triton.JITFunction): The reduction's ``merge(a, b) -> state``, a ``@triton.jit``
+            function applied elementwise to whole tiles.
 
     Returns:
-        A tuple of 1-D tiles ``[M]``: each column folded.
+        folded (tuple[tl.tensor, ...]): A tuple of 1-D tiles ``[M]``, each column folded.
 
     Example:
         A reduction whose ``along`` is ``merge_along`` itself (the default when ``along`` is
