@@ -72,8 +72,8 @@ def set_timing(enabled: Optional[bool]) -> None:
     Overrides ``TRITONML_AUTOTUNE``; configs already chosen stay chosen (``forget()`` drops them).
 
     Args:
-        enabled: True times candidates, False chooses by the cost model alone; None follows
-            ``TRITONML_AUTOTUNE`` again.
+        enabled: True lets the tuner time candidates on a GPU, False chooses without timing
+            (the cost model's choice); None follows ``TRITONML_AUTOTUNE`` again.
 
     Example:
         >>> from tritonml import tuning

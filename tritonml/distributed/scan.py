@@ -102,7 +102,8 @@ def cumulative_sum(x: torch.Tensor, axis: int, *, group: Optional["ProcessGroup"
     """Running sum along ``axis`` of a tensor sharded along ``axis`` over the ranks of ``group``.
 
     ``x`` is this rank's shard, the shards lie in rank order, and each rank may hold a different
-    length (0 included). Every rank calls it (SPMD); only each shard's total crosses the network.
+    length (0 included). Every rank calls it (SPMD); only a small metadata record and each
+    shard's total cross the network.
     A DTensor is scanned along its placement: a Shard(axis) axis moves only the totals, any other
     axis is scanned locally; a DTensor comes back. With shards ``[1, 2]`` on rank 0 and ``[3]`` on
     rank 1, rank 0 returns ``[1, 3]`` and rank 1 ``[6]``. Otherwise as ``tritonml.cumulative_sum``.
