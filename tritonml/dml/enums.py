@@ -77,7 +77,7 @@ class _DmlEnum(enum.IntEnum):
         return self.name
 
 
-def parse_reduce_function(value: object, path: str = "function") -> ReduceFunction:
+def parse_reduce_function(value: Any, path: str = "function") -> ReduceFunction:
     """A ReduceFunction field: ``ReduceFunction.parse``, its errors reported in this layer's words,
     as a DescriptorError at ``path``."""
     try:
