@@ -70,10 +70,9 @@ class Modeled:
 
 def chunk_steps(offsets: np.ndarray, config, elements: int, op: str) -> np.ndarray:
     """The tile steps each program of the segment kernel makes, in ticket order, as the kernel
-    decides them from ``offsets``: a reduction's chunk that lies inside one segment going on past
-    it folds ``fold_tiles`` tiles a step (``_inside_one_segment``), any other walks its tiles;
-    a scan's chunk whose last segment started before it first folds that segment's tiles in it
-    (``_fold_span``), then walks them all."""
+    decides them from ``offsets`` (``_inside_one_segment``): a chunk inside one segment goes
+    ``fold_tiles`` tiles a step, any other walks its tiles one at a time; a scan's chunk whose last
+    segment started before it first folds that segment's part (its tail), then scans."""
     tiles = max(1, -(-elements // config.block_axis))
     first = np.arange(0, tiles, config.chunk_tiles)
     end = np.minimum(first + config.chunk_tiles, tiles)
@@ -89,7 +88,12 @@ def chunk_steps(offsets: np.ndarray, config, elements: int, op: str) -> np.ndarr
     last = np.minimum(end * config.block_axis, elements) - 1
     last_start = offsets[np.searchsorted(offsets, last, side="right") - 1]
     tail_tiles = end - np.maximum(last_start, start) // config.block_axis
-    return walk + np.where(opened_before, tail_tiles, 0)
+    general = walk + np.where(opened_before, tail_tiles, 0)
+    # a chunk with no segment start after its first element: its tail (the whole chunk) and its
+    # scan both go ``fold_tiles`` tiles a step (``_fold_inside``, ``_scan_inside``)
+    inside = offsets[np.minimum(segment + 1, n)] >= end * config.block_axis
+    folded = -(-walk // config.fold_tiles)
+    return np.where(inside, folded + np.where(opened_before, folded, 0), general)
 
 
 def modeled(distribution: Distribution, op: str, device=devices.H100) -> Modeled:

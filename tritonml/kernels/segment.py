@@ -469,6 +469,20 @@ def _fold_inside(x_ptrs, x_offs, inner_mask, first_tile, end_tile, axis_len, x_a
 
 
 @triton.jit
+def _step_tile(step, end_step, n_tiles, axis_len, REVERSE: tl.constexpr, INDEX_64: tl.constexpr,
+               BLOCK_AXIS: tl.constexpr):
+    """The axis positions [BLOCK_AXIS] of the traversal's tile ``step`` and which of them are on
+    the axis and before ``end_step``."""
+    tile = _tile_of(step, n_tiles, REVERSE)
+    if INDEX_64:
+        tile = tile.to(tl.int64)
+    rows = tl.arange(0, BLOCK_AXIS)
+    positions = tile * BLOCK_AXIS + rows
+    # (the step compared as a tensor: the interpreter's & of an int1 tensor and scalar, _or_scalar)
+    return positions, (positions < axis_len) & (rows + step < end_step + rows)
+
+
+@triton.jit
 def _scan_inside(x_ptrs, x_offs, inner_mask, out_ptrs, out_offs, first_step, end_step, n_tiles,
                  carry, carry_empty, axis_len, x_axis_strides, out_axis_strides,
                  PREPARE: tl.constexpr, SEG_COMBINE: tl.constexpr, SEG_SCAN: tl.constexpr,
@@ -488,20 +502,13 @@ def _scan_inside(x_ptrs, x_offs, inner_mask, out_ptrs, out_offs, first_step, end
     for step in range(first_step, end_step, FOLD_TILES):
         loads = ()   # FOLD_TILES x inputs, in traversal order
         for k in tl.static_range(FOLD_TILES):
-            tile = _tile_of(step + k, n_tiles, REVERSE)
-            if INDEX_64:
-                tile = tile.to(tl.int64)
-            positions = tile * BLOCK_AXIS + rows
-            # (the step compared as a tensor: see _or_scalar)
-            valid = (positions < axis_len) & (rows + step + k < end_step + rows)
+            positions, valid = _step_tile(step + k, end_step, n_tiles, axis_len, REVERSE,
+                                          INDEX_64, BLOCK_AXIS)
             loads = loads + _load_xs(x_ptrs, x_offs, positions, x_axis_strides,
                                      valid[:, None] & inner_mask)
         for k in tl.static_range(FOLD_TILES):
-            tile = _tile_of(step + k, n_tiles, REVERSE)
-            if INDEX_64:
-                tile = tile.to(tl.int64)
-            positions = tile * BLOCK_AXIS + rows
-            valid = (positions < axis_len) & (rows + step + k < end_step + rows)
+            positions, valid = _step_tile(step + k, end_step, n_tiles, axis_len, REVERSE,
+                                          INDEX_64, BLOCK_AXIS)
             xs = ()
             for c in tl.static_range(len(x_ptrs)):
                 xs = xs + (loads[k * len(x_ptrs) + c],)
