@@ -324,10 +324,12 @@ def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = False, exclusi
         (without ``out``); with ``return_carry``, the tuple ``(result, carry)``.
 
     Raises:
-        TypeError: x, initial or out is not a tensor, or a flag is not a bool.
-        ValueError: axis out of range; initial or out of the wrong shape, dtype or device, or
-            overlapping; an out= or in-place call on tensors that require grad.
-        RuntimeError: return_carry with inputs that require grad or carry a tangent.
+        TypeError: x, initial or out is not a tensor, a flag is not a bool, or initial's or
+            out's dtype is not one listed above.
+        ValueError: axis out of range, or initial or out of the wrong shape or device, or out
+            overlapping initial.
+        RuntimeError: out= on tensors that require grad, or return_carry with inputs that
+            require grad or carry a tangent.
 
     Example:
         >>> import torch, tritonml
