@@ -10,7 +10,7 @@ are the same in both cases.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterable, cast
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar, cast
 
 import torch
 
@@ -20,6 +20,15 @@ if TYPE_CHECKING:
 from ..core import backend as _backend, torch_compat as _torch_compat
 
 NAMESPACE = "tritonml"
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def compiler_disable(fn: _F) -> _F:
+    """``torch.compiler.disable(fn)`` (torch.compile runs ``fn`` eagerly: a graph break), typed
+    as ``fn`` itself: torch's own annotation loses the signature, so type checkers would see
+    the public functions it wraps as untyped."""
+    return cast(_F, torch.compiler.disable(fn))
 
 
 # torch's dispatcher would resolve a negative view (``is_neg()``) with a copy before any kernel

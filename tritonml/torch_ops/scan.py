@@ -32,7 +32,8 @@ from ..core import checks as _checks, torch_compat as _torch_compat
 from . import dtensor as _dtensor, jagged as _jagged
 from ..launchers.scan import check_initial_meta, cumulative_scan, prechecked
 from ..launchers.scan_records import PRODUCT, SUM, ScanCombine
-from .define import (_peek_functorch, batch_first, define, differentiable, direct_call_allowed,
+from .define import (_peek_functorch, batch_first, compiler_disable, define, differentiable,
+                     direct_call_allowed,
                      mutated)
 
 
@@ -88,7 +89,7 @@ class _ScanOps:
                 return cumulative_scan(x, axis, self.combine, reverse=reverse,
                                        exclusive=exclusive, initial=initial, out=out,
                                        return_carry=True)
-            result = eager_carry_call(launch, x, out, initial)  # pyright: ignore[reportCallIssue]
+            result = eager_carry_call(launch, x, out, initial)
             if out is not None:
                 mutated(out)
             return result
@@ -176,7 +177,7 @@ class _ScanOps:
         return None, None
 
 
-@torch.compiler.disable
+@compiler_disable
 def eager_carry_call(launch, *tensors):
     """``launch()`` (a launcher called with ``return_carry=True``), eagerly: the carry is no op's
     output (module docstring), so what an op would give, autograd (reverse and forward mode) and

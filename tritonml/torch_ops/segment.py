@@ -32,7 +32,7 @@ from ..launchers.scan_records import PRODUCT, SUM, ScanCombine, _inclusive_produ
 from ..launchers.segment import (INITIAL_FUNCTIONS, segment_offsets, segment_reduce_axis,
                                   segment_scan_axis)
 from ..reduce_functions import RECORDS, ReduceRecord
-from .define import define, differentiable, direct_call_allowed
+from .define import compiler_disable, define, differentiable, direct_call_allowed
 
 _SCANS = {"SUM": SUM, "PRODUCT": PRODUCT}
 
@@ -398,7 +398,7 @@ def _reduce_with_segments(reduction: Reduction, x, offsets, lengths, axis, keepd
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-_eager_reduce_with_segments = torch.compiler.disable(_reduce_with_segments)
+_eager_reduce_with_segments = compiler_disable(_reduce_with_segments)
 
 
 @overload
@@ -468,8 +468,7 @@ def segment_reduce(x: Union[torch.Tensor, Sequence[torch.Tensor]],
     """
     parsed = _reduce_function(function)
     if isinstance(parsed, Reduction):
-        return _eager_reduce_with_segments(
-            parsed, x, offsets, lengths, axis, keepdims, initial)  # pyright: ignore[reportCallIssue]
+        return _eager_reduce_with_segments(parsed, x, offsets, lengths, axis, keepdims, initial)
     _check_x(x)
     if TYPE_CHECKING:
         assert isinstance(x, torch.Tensor)   # _check_x (a tuple x is for a Reduction only)
