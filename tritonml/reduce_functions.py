@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 import enum
-from typing import Any, Callable, Dict, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Union
 
 import torch
 import triton.language as tl
@@ -93,8 +93,12 @@ class ReduceRecord(Reduction):
     fold: Optional[Fold] = None
     torch_twin: Optional[Callable] = None
 
-    __eq__ = object.__eq__  # pyright: ignore[reportAssignmentType]
-    __hash__ = object.__hash__
+    if TYPE_CHECKING:   # the same methods, declared for type checkers
+        def __eq__(self, other: object) -> bool: ...
+        def __hash__(self) -> int: ...
+    else:
+        __eq__ = object.__eq__
+        __hash__ = object.__hash__
 
     @classmethod
     def of(cls, function: ReduceFunction, *, prepare: Any, merge: Any, along: Any, finish: Any,
@@ -117,14 +121,15 @@ class ReduceRecord(Reduction):
                    uses_index=returns_index, backward=backward, jvp=jvp, function=function,
                    state=state, float_only=float_only, fold=fold, torch_twin=torch_twin)
 
-    def kernel_state(self, dtypes: tuple, index_64: bool) -> tuple:
+    def kernel_state(self, dtypes: Tuple[torch.dtype, ...],
+                     index_64: bool) -> Tuple[Tuple[Any, ...], Tuple[Any, ...], Tuple[Any, ...]]:
         """``(LOAD_DTYPES, STATE_DTYPES, IDENTITIES)`` for the kernels: the input converted to the
         first component's dtype."""
         components = self.state(dtypes[0], index_64)  # pyright: ignore[reportOptionalCall] (of())
         return ((components[0][0],), tuple(d for d, _ in components),
                 tuple(i for _, i in components))
 
-    def out_bytes(self, dtypes: tuple) -> int:
+    def out_bytes(self, dtypes: Tuple[torch.dtype, ...]) -> int:
         """An index function's output counts as int64, the default ``index_dtype``."""
         return self.output_dtypes(dtypes)[0].itemsize
 

@@ -42,6 +42,7 @@ Example:
 from __future__ import annotations
 
 import math
+from typing import Callable, Tuple, Union
 
 import torch
 import triton
@@ -146,7 +147,7 @@ def _check_float(dtypes):
                         f"{dtype_name(dtypes[0])}; convert it to a floating-point dtype first")
 
 
-def welford_backward(correction: int):
+def welford_backward(correction: int) -> Callable[..., Tuple[torch.Tensor]]:
     """The gradient of (var, mean) over n elements, in closed form, as torch.var_mean's:
     d var / d x = 2 (x - mean) / (n - correction), d mean / d x = 1 / n. Made of torch ops on the
     saved mean (itself an output, so double backward runs through this formula again)."""
@@ -164,7 +165,7 @@ def welford_backward(correction: int):
     return backward
 
 
-def welford_jvp(correction: int):
+def welford_jvp(correction: int) -> Callable[..., Tuple[torch.Tensor, torch.Tensor]]:
     """The tangents of (var, mean), as torch.var_mean's: d var = 2 sum((x - mean) dx) /
     (n - correction), d mean = the mean of dx; the sums on tritonml's kernels."""
     def jvp(xs, outputs, tangents, axes):
@@ -228,7 +229,7 @@ def _compared(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-def losing_value(dtype: torch.dtype, largest: bool):
+def losing_value(dtype: torch.dtype, largest: bool) -> Union[int, float]:
     """What every value beats: -inf (+inf) for floats, the type's minimum (maximum) for integers."""
     if dtype in _FLOATS:
         return -math.inf if largest else math.inf

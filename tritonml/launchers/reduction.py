@@ -149,7 +149,8 @@ class Reduction:
     def returns_index(self) -> bool:
         return self.uses_index
 
-    def kernel_state(self, dtypes: tuple, index_64: bool) -> tuple:
+    def kernel_state(self, dtypes: Tuple[torch.dtype, ...],
+                     index_64: bool) -> Tuple[Tuple[Any, ...], Tuple[Any, ...], Tuple[Any, ...]]:
         """``(LOAD_DTYPES, STATE_DTYPES, IDENTITIES)`` as Triton dtypes, for inputs of ``dtypes``."""
         load = (self.load_dtypes(dtypes) if self.load_dtypes is not None
                 else tuple(default_load_dtype(d) for d in dtypes))
@@ -168,17 +169,17 @@ class Reduction:
                                 "kernels do not support (use a float or integer torch dtype)")
         return (tuple(TL_DTYPE[d] for d in load), tuple(TL_DTYPE[d] for d in state), identity)
 
-    def identity_for(self, dtypes: tuple) -> tuple:
+    def identity_for(self, dtypes: Tuple[torch.dtype, ...]) -> Tuple[Any, ...]:
         """The state's identity for inputs of ``dtypes``."""
         return tuple(self.identity(dtypes) if callable(self.identity)  # pyright: ignore[reportCallIssue]
                      else self.identity)
 
     # --- what the tuner needs (tritonml_autotune.select.choose_reduce), as plain numbers ---
-    def state_bytes(self, dtypes: tuple) -> int:
+    def state_bytes(self, dtypes: Tuple[torch.dtype, ...]) -> int:
         """Bytes of one partial state (a lane of a tile, a slot of a split's workspace)."""
         return sum(d.itemsize for d in self.state_dtypes(dtypes))
 
-    def out_bytes(self, dtypes: tuple) -> int:
+    def out_bytes(self, dtypes: Tuple[torch.dtype, ...]) -> int:
         """Bytes of one output element, as the tuner counts them: the first input's dtype."""
         return dtypes[0].itemsize
 

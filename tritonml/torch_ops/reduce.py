@@ -127,7 +127,7 @@ def _jvp(ctx, x_tangent, *_):
                            "has no jvp)")
     axes = ctx.axes if x.dim() else ()
     (tangent,) = record.jvp((x,), (result.reshape(ctx.keep_shape),), (x_tangent,), axes)
-    return tangent.reshape(result.shape)
+    return tangent.reshape(result.shape)  # pyright: ignore[reportOptionalMemberAccess]
 
 
 differentiable_reduce = differentiable(reduce_op, _setup_context, _backward, _jvp)
@@ -188,7 +188,8 @@ def reduce(x: torch.Tensor, function: Union[ReduceFunction, str, enum.Enum],
     if direct_call_allowed(x, out):
         # Plain eager code: the launcher the op would call, without the op's layers.
         combine = RECORDS[ReduceFunction.parse(function, "function")]
-        result = reduce_axes(x, axes, combine, keepdims=keepdims, index_dtype=index_dtype, out=out)
+        result: torch.Tensor = reduce_axes(  # pyright: ignore[reportAssignmentType] (one output)
+            x, axes, combine, keepdims=keepdims, index_dtype=index_dtype, out=out)
         if out is not None:
             mutated(out)
         return result
