@@ -24,52 +24,49 @@ from .launchers.segment import segment_associative_scan
 __all__ = ["associative_scan", "CombineError"]
 
 
+_Tensors = Union[torch.Tensor, Sequence[torch.Tensor]]
+_Identity = Union[float, Sequence[float], None]
+
+
 @overload
 def associative_scan(combine_fn: Any, xs: torch.Tensor, axis: int, *, reverse: bool = ...,
-                     exclusive: bool = ..., identity: Union[float, Sequence[float], None] = ...,
-                     initial: Union[torch.Tensor, Sequence[torch.Tensor], None] = ...,
-                     out: Union[torch.Tensor, Sequence[torch.Tensor], None] = ...,
+                     exclusive: bool = ..., identity: _Identity = ...,
+                     initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
                      config: Optional[ScanConfig] = ..., return_carry: Literal[False] = ...,
                      offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...
                      ) -> torch.Tensor: ...
 @overload
 def associative_scan(combine_fn: Any, xs: torch.Tensor, axis: int, *, reverse: bool = ...,
-                     exclusive: bool = ..., identity: Union[float, Sequence[float], None] = ...,
-                     initial: Union[torch.Tensor, Sequence[torch.Tensor], None] = ...,
-                     out: Union[torch.Tensor, Sequence[torch.Tensor], None] = ...,
+                     exclusive: bool = ..., identity: _Identity = ...,
+                     initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
                      config: Optional[ScanConfig] = ..., return_carry: Literal[True],
                      offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...
                      ) -> Tuple[torch.Tensor, torch.Tensor]: ...
 @overload
 def associative_scan(combine_fn: Any, xs: Sequence[torch.Tensor], axis: int, *, reverse: bool = ...,
-                     exclusive: bool = ..., identity: Union[float, Sequence[float], None] = ...,
-                     initial: Union[torch.Tensor, Sequence[torch.Tensor], None] = ...,
-                     out: Union[torch.Tensor, Sequence[torch.Tensor], None] = ...,
+                     exclusive: bool = ..., identity: _Identity = ...,
+                     initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
                      config: Optional[ScanConfig] = ..., return_carry: Literal[False] = ...,
                      offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...
                      ) -> Tuple[torch.Tensor, ...]: ...
 @overload
 def associative_scan(combine_fn: Any, xs: Sequence[torch.Tensor], axis: int, *, reverse: bool = ...,
-                     exclusive: bool = ..., identity: Union[float, Sequence[float], None] = ...,
-                     initial: Union[torch.Tensor, Sequence[torch.Tensor], None] = ...,
-                     out: Union[torch.Tensor, Sequence[torch.Tensor], None] = ...,
+                     exclusive: bool = ..., identity: _Identity = ...,
+                     initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
                      config: Optional[ScanConfig] = ..., return_carry: Literal[True],
                      offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...
                      ) -> Tuple[Tuple[torch.Tensor, ...], Tuple[torch.Tensor, ...]]: ...
 @overload
-def associative_scan(combine_fn: Any, xs: Union[torch.Tensor, Sequence[torch.Tensor]], axis: int, *, reverse: bool = ...,
-                     exclusive: bool = ..., identity: Union[float, Sequence[float], None] = ...,
-                     initial: Union[torch.Tensor, Sequence[torch.Tensor], None] = ...,
-                     out: Union[torch.Tensor, Sequence[torch.Tensor], None] = ...,
+def associative_scan(combine_fn: Any, xs: _Tensors, axis: int, *, reverse: bool = ...,
+                     exclusive: bool = ..., identity: _Identity = ...,
+                     initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
                      config: Optional[ScanConfig] = ..., return_carry: bool,
                      offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...
                      ) -> Any: ...
 @compiler_disable
-def associative_scan(combine_fn: Any, xs: Union[torch.Tensor, Sequence[torch.Tensor]], axis: int,
-                     *, reverse: bool = False, exclusive: bool = False,
-                     identity: Union[float, Sequence[float], None] = None,
-                     initial: Union[torch.Tensor, Sequence[torch.Tensor], None] = None,
-                     out: Union[torch.Tensor, Sequence[torch.Tensor], None] = None,
+def associative_scan(combine_fn: Any, xs: _Tensors, axis: int, *, reverse: bool = False,
+                     exclusive: bool = False, identity: _Identity = None,
+                     initial: Optional[_Tensors] = None, out: Optional[_Tensors] = None,
                      config: Optional[ScanConfig] = None, return_carry: bool = False,
                      offsets: Optional[torch.Tensor] = None,
                      lengths: Optional[torch.Tensor] = None) -> Any:

@@ -566,8 +566,10 @@ class _Plan:
                    else None)
         with torch.no_grad():
             ours(target.view(as_dtype) if self.result_dtype == torch.bool else target)
-        if version is not None and _torch_compat.tensor_version(out) == version:  # pyright: ignore[reportArgumentType]
-            torch.autograd.graph.increment_version(out)  # pyright: ignore[reportArgumentType]  # torch's out= and in-place count a write
+        # (out is set when version is) torch's out= and in-place count a write
+        if (version is not None
+                and _torch_compat.tensor_version(out) == version):  # pyright: ignore[reportArgumentType]
+            torch.autograd.graph.increment_version(out)  # pyright: ignore[reportArgumentType]
         return target
 
 
