@@ -23,8 +23,9 @@ PROGRAMS_PER_SM = {"scan": 4, "reduce": 8}
 # (tests/test_segment_compile.py). A tile's searches of the boundaries stay a small share of its
 # bytes (tests/test_segment_bytes.py).
 TILE_LANES = 1024
-# A reduction's chunk inside one segment folds 4 tiles a step (4096 lanes, the chunked scan's
-# tile), half as many for wider states: plain loads and merges, no boundaries, no scan.
+# A chunk inside one segment folds 4 tiles a step (a reduction's chunk, a scan's tail; 4096 lanes,
+# the chunked scan's tile), half as many for wider states: plain loads and merges, no boundaries,
+# no scan.
 FOLD_TILES = 4
 NUM_WARPS = 8
 MAX_BLOCK_INNER = 64

@@ -1,13 +1,16 @@
 """The segment kernel at full size in the H100 time model (tritonml/bench/segment_model.py):
 every distribution of lengths fills the GPU, short segments are packed many to a program, long
 ones split over many, and the bytes stay within 1.05 x the ideal; docs/segments.md shows the
-model's table as the code computes it. The modeled time is reported there, not asserted: the
-model puts it at 1.2 to 3 x one ideal launch (docs/segments.md, "Modeled on an H100")."""
+model's table as the code computes it, and a chunk inside one segment costs the steps the kernel
+takes there. The modeled time is reported there, not asserted: the model puts it at 1.0 to 1.9 x
+one ideal launch (docs/segments.md, "Modeled on an H100")."""
+import numpy as np
 import pytest
 
 from benchmarks import doc_table
 from tritonml.bench import segment_model
 from tritonml_autotune import devices
+from tritonml_autotune.configs import SegmentConfig
 
 ROWS = segment_model.rows()
 
@@ -28,3 +31,17 @@ def test_short_segments_are_packed_and_long_ones_split():
 def test_the_doc_table_is_the_models():
     text = doc_table.SEGMENTS_DOC.read_text(encoding="utf-8")
     assert doc_table.rendered_segments(text) == text, "run python -m benchmarks.doc_table"
+
+
+def test_chunks_inside_one_segment_fold_several_tiles_a_step():
+    # one segment over 40 tiles of 16, chunks of 8 tiles: every chunk but the last lies inside it
+    offsets = np.array([0, 40 * 16])
+    config = SegmentConfig(16, 1, chunk_tiles=8, window=2, boundary_block=4, fold_tiles=4)
+    assert segment_model.chunk_steps(offsets, config, 40 * 16, "reduce").tolist() == [2, 2, 2, 2, 8]
+    # a scan's chunks after the first fold their tail (the whole chunk) first, then walk it
+    assert segment_model.chunk_steps(offsets, config, 40 * 16, "scan").tolist() == \
+        [8, 10, 10, 10, 10]
+    # a boundary inside every chunk: each walks its tiles one at a time
+    offsets = np.arange(0, 40 * 16 + 1, 100)
+    offsets[-1] = 40 * 16
+    assert segment_model.chunk_steps(offsets, config, 40 * 16, "reduce").tolist() == [8] * 5

@@ -70,9 +70,10 @@ class Modeled:
 
 def chunk_steps(offsets: np.ndarray, config, elements: int, op: str) -> np.ndarray:
     """The tile steps each program of the segment kernel makes, in ticket order, as the kernel
-    decides them from ``offsets`` (``_inside_one_segment``): a chunk inside one segment goes
-    ``fold_tiles`` tiles a step, any other walks its tiles one at a time; a scan's chunk whose last
-    segment started before it first folds that segment's part (its tail), then scans."""
+    decides them from ``offsets`` (``_inside_one_segment``): a reduction's chunk inside one
+    segment folds ``fold_tiles`` tiles a step, any other walks its tiles one at a time; a scan's
+    chunk whose last segment started before it first folds that segment's part (its tail: the
+    whole chunk inside one segment, ``fold_tiles`` tiles a step), then walks its tiles."""
     tiles = max(1, -(-elements // config.block_axis))
     first = np.arange(0, tiles, config.chunk_tiles)
     end = np.minimum(first + config.chunk_tiles, tiles)
@@ -88,12 +89,11 @@ def chunk_steps(offsets: np.ndarray, config, elements: int, op: str) -> np.ndarr
     last = np.minimum(end * config.block_axis, elements) - 1
     last_start = offsets[np.searchsorted(offsets, last, side="right") - 1]
     tail_tiles = end - np.maximum(last_start, start) // config.block_axis
-    general = walk + np.where(opened_before, tail_tiles, 0)
-    # a chunk with no segment start after its first element: its tail (the whole chunk) and its
-    # scan both go ``fold_tiles`` tiles a step (``_fold_inside``, ``_scan_inside``)
+    # a chunk with no segment start after its first element folds its tail (the whole chunk)
+    # ``fold_tiles`` tiles a step (``_fold_inside``)
     inside = offsets[np.minimum(segment + 1, n)] >= end * config.block_axis
-    folded = -(-walk // config.fold_tiles)
-    return np.where(inside, folded + np.where(opened_before, folded, 0), general)
+    tail_tiles = np.where(inside, -(-walk // config.fold_tiles), tail_tiles)
+    return walk + np.where(opened_before, tail_tiles, 0)
 
 
 def modeled(distribution: Distribution, op: str, device=devices.H100) -> Modeled:

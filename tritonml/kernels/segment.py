@@ -434,10 +434,11 @@ def _fold_inside(x_ptrs, x_offs, inner_mask, first_tile, end_tile, axis_len, x_a
                  IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, INDEX_64: tl.constexpr,
                  BLOCK_AXIS: tl.constexpr, FOLD_TILES: tl.constexpr, BLOCK_INNER: tl.constexpr):
     """The fold of the axis positions of tiles ``first_tile`` to ``end_tile - 1`` (in memory
-    order), all in one segment, components [1, BLOCK_INNER]. Each step issues the loads of FOLD_TILES tiles before it merges
-    any, and merges them element by element into one tile of states, which ``merge_along`` (the
-    reduce kernels' fixed tree) folds at the end: the registers of one tile of states, the
-    bytes in flight of FOLD_TILES."""
+    order), all in one segment, components [1, BLOCK_INNER]. Each step issues the loads of
+    FOLD_TILES tiles before it merges any, and merges them element by element into one tile of
+    states, which ``merge_along`` (the reduce kernels' fixed tree) folds at the end: the
+    registers of one tile of states, the bytes in flight of FOLD_TILES. For merges that may
+    fold in any fixed order (COMMUTATIVE in ``segment_kernel``)."""
     acc = ()
     for c in tl.static_range(len(STATE_DTYPE)):
         acc = acc + (tl.full([BLOCK_AXIS, BLOCK_INNER], IDENTITY[c], STATE_DTYPE[c]),)
@@ -449,93 +450,30 @@ def _fold_inside(x_ptrs, x_offs, inner_mask, first_tile, end_tile, axis_len, x_a
         loads = ()   # FOLD_TILES x inputs, tile-major
         for k in tl.static_range(FOLD_TILES):
             positions = tile_start + k * BLOCK_AXIS + rows
-            mask = ((positions < end_tile * BLOCK_AXIS) & (positions < axis_len))[:, None] & inner_mask
+            mask = ((positions < end_tile * BLOCK_AXIS) & (positions < axis_len))[:, None]
+            mask = mask & inner_mask
             for c in tl.static_range(len(x_ptrs)):
                 loads = loads + (tl.load(x_ptrs[c] + x_offs[c]
                                          + positions[:, None] * x_axis_strides[c], mask=mask),)
         for k in tl.static_range(FOLD_TILES):
             positions = tile_start + k * BLOCK_AXIS + rows
-            mask = ((positions < end_tile * BLOCK_AXIS) & (positions < axis_len))[:, None] & inner_mask
+            mask = ((positions < end_tile * BLOCK_AXIS) & (positions < axis_len))[:, None]
+            mask = mask & inner_mask
             xs = ()
             for c in tl.static_range(len(x_ptrs)):
                 xs = xs + (loads[k * len(x_ptrs) + c].to(LOAD_DTYPE[c]),)
-            prepared = PREPARE(xs, tl.broadcast_to(positions[:, None], [BLOCK_AXIS, BLOCK_INNER]))
+            prepared = PREPARE(xs, tl.broadcast_to(positions[:, None],
+                                                   [BLOCK_AXIS, BLOCK_INNER]))
             state = ()
             for c in tl.static_range(len(STATE_DTYPE)):
                 state = state + (tl.where(mask, prepared[c].to(STATE_DTYPE[c]), IDENTITY[c])
                                  .to(STATE_DTYPE[c]),)
             acc = cast_state(MERGE(acc, state), STATE_DTYPE)
-    return cast_state(merge_along(acc, MERGE), STATE_DTYPE)
-
-
-@triton.jit
-def _step_tile(step, end_step, n_tiles, axis_len, REVERSE: tl.constexpr, INDEX_64: tl.constexpr,
-               BLOCK_AXIS: tl.constexpr):
-    """The axis positions [BLOCK_AXIS] of the traversal's tile ``step`` and which of them are on
-    the axis and before ``end_step``."""
-    tile = _tile_of(step, n_tiles, REVERSE)
-    if INDEX_64:
-        tile = tile.to(tl.int64)
-    rows = tl.arange(0, BLOCK_AXIS)
-    positions = tile * BLOCK_AXIS + rows
-    # (the step compared as a tensor: the interpreter's & of an int1 tensor and scalar, _or_scalar)
-    return positions, (positions < axis_len) & (rows + step < end_step + rows)
-
-
-@triton.jit
-def _scan_inside(x_ptrs, x_offs, inner_mask, out_ptrs, out_offs, first_step, end_step, n_tiles,
-                 carry, carry_empty, axis_len, x_axis_strides, out_axis_strides,
-                 PREPARE: tl.constexpr, SEG_COMBINE: tl.constexpr, SEG_SCAN: tl.constexpr,
-                 LOAD_DTYPE: tl.constexpr, IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr,
-                 EXCLUSIVE: tl.constexpr, REVERSE: tl.constexpr, INDEX_64: tl.constexpr,
-                 BLOCK_AXIS: tl.constexpr, FOLD_TILES: tl.constexpr,
-                 BLOCK_INNER: tl.constexpr):
-    """Scan the traversal's tiles ``first_step`` to ``end_step - 1``, which lie in one segment
-    (it may start at the first element: ``carry_empty``), from ``carry``, writing every element's
-    state; returns the state after them. No boundary to find: each step issues the loads of
-    FOLD_TILES tiles, then scans them one by one."""
-    if REVERSE:
-        end_row = 0
-    else:
-        end_row = BLOCK_AXIS - 1
-    rows = tl.arange(0, BLOCK_AXIS)
-    for step in range(first_step, end_step, FOLD_TILES):
-        loads = ()   # FOLD_TILES x inputs, in traversal order
-        for k in tl.static_range(FOLD_TILES):
-            positions, valid = _step_tile(step + k, end_step, n_tiles, axis_len, REVERSE,
-                                          INDEX_64, BLOCK_AXIS)
-            loads = loads + _load_xs(x_ptrs, x_offs, positions, x_axis_strides,
-                                     valid[:, None] & inner_mask)
-        for k in tl.static_range(FOLD_TILES):
-            positions, valid = _step_tile(step + k, end_step, n_tiles, axis_len, REVERSE,
-                                          INDEX_64, BLOCK_AXIS)
-            xs = ()
-            for c in tl.static_range(len(x_ptrs)):
-                xs = xs + (loads[k * len(x_ptrs) + c],)
-            # rows off the axis start over (only the axis' last tile has them: reverse, where
-            # traversal starts, and forward, after its last element)
-            if REVERSE:
-                first = positions == axis_len - 1
-            else:
-                first = rows < 0
-            scanned = _scan_cut(xs, positions, ~valid | first, PREPARE, SEG_SCAN, LOAD_DTYPE,
-                                STATE_DTYPE, REVERSE, BLOCK_AXIS, BLOCK_INNER)
-            running = _from_carry(scanned, carry, carry_empty, SEG_COMBINE, STATE_DTYPE,
-                                  BLOCK_AXIS, BLOCK_INNER)
-            # (int arithmetic: the interpreter's & of an int1 tensor and scalar, see _or_scalar)
-            opens = ((rows == BLOCK_AXIS - 1 - end_row).to(tl.int32)
-                     * carry_empty.to(tl.int32)) > 0
-            heads = first | opens
-            _store_scan(out_ptrs, out_offs, positions, out_axis_strides,
-                        valid[:, None] & inner_mask, running, heads, carry, IDENTITY,
-                        STATE_DTYPE, EXCLUSIVE, REVERSE, BLOCK_AXIS, BLOCK_INNER)
-            last = _row(running, end_row, BLOCK_INNER)
-            kept = ()
-            for c in tl.static_range(len(STATE_DTYPE)):
-                kept = kept + (tl.where(step + k < end_step, last[c], carry[c]),)
-            carry = kept
-            carry_empty = carry_empty & (step + k >= end_step)
-    return carry
+    folded = merge_along(acc, MERGE)   # components [BLOCK_INNER]
+    total = ()
+    for c in tl.static_range(len(STATE_DTYPE)):
+        total = total + (tl.reshape(folded[c], [1, BLOCK_INNER]).to(STATE_DTYPE[c]),)
+    return total
 
 
 @triton.jit
@@ -784,8 +722,10 @@ def segment_kernel(
         fold_end = end_step
     if SCAN:
         if opened_before:
-            # publish the tail first, so that no chunk's carry waits on a chain of walks
-            if COMMUTATIVE:
+            # publish the tail first, so that no chunk's carry waits on a chain of walks; a tile
+            # of several inner positions keeps the one-tile fold (its registers are at ptxas's
+            # 128 already, and the second path's would be spilled)
+            if COMMUTATIVE and BLOCK_INNER == 1:
                 if inside:
                     tail = _fold_inside(x_ptrs, x_offs, inner_mask, fold_first, fold_end,
                                         axis_len, x_axis_strides, PREPARE, MERGE, LOAD_DTYPE,
@@ -796,7 +736,7 @@ def segment_kernel(
                                        end_step, n_tiles, axis_len, n_segments, x_axis_strides,
                                        PREPARE, MERGE, SEG_SCAN, LOAD_DTYPE, STATE_DTYPE,
                                        REVERSE, INDEX_64, BLOCK_AXIS, BLOCK_INNER)
-            else:   # a user's combine folds in traversal order
+            else:   # (a user's combine folds in traversal order: it may not commute)
                 tail = _chunk_tail(x_ptrs, x_offs, inner_mask, offsets_ptr, first_position,
                                    end_step, n_tiles, axis_len, n_segments, x_axis_strides,
                                    PREPARE, MERGE, SEG_SCAN, LOAD_DTYPE, STATE_DTYPE, REVERSE,
@@ -806,35 +746,20 @@ def segment_kernel(
                          BLOCK_INNER)
             carry = _fold_tails(published_ptrs, status_ptr, chain_first_slot, before, chunk,
                                 epoch_base, MERGE, SEG_SCAN, STATE_DTYPE, WINDOW, BLOCK_INNER)
-            if inside:
-                _scan_inside(x_ptrs, x_offs, inner_mask, out_ptrs, out_offs, first_step,
-                             end_step, n_tiles, carry, ~yes, axis_len, x_axis_strides,
-                             out_axis_strides, PREPARE, SEG_COMBINE, SEG_SCAN, LOAD_DTYPE,
-                             IDENTITY, STATE_DTYPE, EXCLUSIVE, REVERSE, INDEX_64, BLOCK_AXIS,
-                             FOLD_TILES, BLOCK_INNER)
-            else:
-                _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
-                            first_step, end_step, n_tiles, known, carry, ~yes, first_position,
-                            axis_len, n_segments, x_axis_strides, out_axis_strides,
-                            initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN, FINISH,
-                            LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, True, EXCLUSIVE, REVERSE,
-                            HAS_INITIAL, EMPTY_INDEX, INDEX_64, BLOCK_AXIS, BOUNDARY_BLOCK,
-                            BLOCK_INNER)
+            _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
+                        end_step, n_tiles, known, carry, ~yes, first_position, axis_len,
+                        n_segments, x_axis_strides, out_axis_strides, initial_value, PREPARE,
+                        MERGE, SEG_COMBINE, SEG_SCAN, FINISH, LOAD_DTYPE, IDENTITY, STATE_DTYPE,
+                        SCAN, True, EXCLUSIVE, REVERSE, HAS_INITIAL, EMPTY_INDEX, INDEX_64,
+                        BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)
         else:
-            if inside:
-                tail = _scan_inside(x_ptrs, x_offs, inner_mask, out_ptrs, out_offs, first_step,
-                                    end_step, n_tiles, empty_carry, yes, axis_len,
-                                    x_axis_strides, out_axis_strides, PREPARE, SEG_COMBINE,
-                                    SEG_SCAN, LOAD_DTYPE, IDENTITY, STATE_DTYPE, EXCLUSIVE,
-                                    REVERSE, INDEX_64, BLOCK_AXIS, FOLD_TILES, BLOCK_INNER)
-            else:
-                tail = _chunk_walk(
-                    x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
-                    end_step, n_tiles, known, empty_carry, yes, first_position, axis_len,
-                    n_segments, x_axis_strides, out_axis_strides, initial_value, PREPARE, MERGE,
-                    SEG_COMBINE, SEG_SCAN, FINISH, LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, True,
-                    EXCLUSIVE, REVERSE, HAS_INITIAL, EMPTY_INDEX, INDEX_64, BLOCK_AXIS,
-                    BOUNDARY_BLOCK, BLOCK_INNER)[0]
+            tail = _chunk_walk(
+                x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
+                end_step, n_tiles, known, empty_carry, yes, first_position, axis_len,
+                n_segments, x_axis_strides, out_axis_strides, initial_value, PREPARE, MERGE,
+                SEG_COMBINE, SEG_SCAN, FINISH, LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, True,
+                EXCLUSIVE, REVERSE, HAS_INITIAL, EMPTY_INDEX, INDEX_64, BLOCK_AXIS,
+                BOUNDARY_BLOCK, BLOCK_INNER)[0]
             if chunk != n_chunks - 1:
                 _publish(published_ptrs, status_ptr, ticket, tail, epoch_base + STATE_AGGREGATE,
                          BLOCK_INNER)
