@@ -113,8 +113,6 @@ class ReduceConfig(_TileConfig):
             raise ValueError(f"{name}.splits: regime {self.regime!r} runs one program per chain; "
                              f"splits must be 1, got {self.splits}")
         for tile, shape in ((self.block_axis * self.block_inner, "block_axis x block_inner"),
-                            (self.block_axis * self.block_inner * self.fold_tiles,
-                             "block_axis x block_inner x fold_tiles"),
                             (self.block_split * self.block_inner, "block_split x block_inner")):
             if tile > 1 << 20:
                 raise ValueError(f"{name}: a tile of {shape} = {tile} elements is too large "

@@ -9,9 +9,14 @@ installed torch lacks.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.overrides
 from torch.utils import _python_dispatch
+
+if TYPE_CHECKING:   # the type torch.library.custom_op returns (for annotations only)
+    from torch._library.custom_ops import CustomOpDef as CustomOpDef
 
 # ---------------------------------------------------------------------------------------------
 # Torch dispatch modes (tritonml/runtime/trace.py, resident.py; tritonml/bench/memtrace.py)

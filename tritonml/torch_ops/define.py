@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar, cast
 import torch
 
 if TYPE_CHECKING:
-    from torch._library.custom_ops import CustomOpDef
+    from ..core.torch_compat import CustomOpDef
 
 from ..core import backend as _backend, torch_compat as _torch_compat
 
