@@ -65,11 +65,11 @@ def pytest_ignore_collect(collection_path, config):
     return None
 
 
-def pytest_report_header(config):
+def pytest_terminal_summary(terminalreporter):
     if INSTALLED:
-        return (f"installed run: tritonml from {tritonml.__file__}; left out: tests marked "
-                f"source_tree and {', '.join(sorted(SOURCE_TREE_MODULES))}")
-    return None
+        terminalreporter.write_line(
+            f"installed run: tritonml from {tritonml.__file__}; left out: the tests marked "
+            f"source_tree and {', '.join(sorted(SOURCE_TREE_MODULES))}")
 
 
 def pytest_addoption(parser):

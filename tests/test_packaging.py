@@ -240,7 +240,8 @@ def test_the_version_is_written_once_and_everything_agrees():
 def test_pyproject_reads_the_version_from_tritonml_cli():
     project = _pyproject()
     assert "version" not in project["project"] and project["project"]["dynamic"] == ["version"]
-    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "tritonml_cli.__version__"}
+    dynamic = project["tool"]["setuptools"]["dynamic"]
+    assert dynamic["version"] == {"attr": "tritonml_cli.__version__"}
     written = [p.relative_to(REPO).as_posix() for p in _sources()
                if re.search(r"^__version__ = ", p.read_text(encoding="utf-8"), re.M)]
     assert written == ["tritonml_cli.py"]
