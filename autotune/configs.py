@@ -113,6 +113,8 @@ class ReduceConfig(_TileConfig):
             raise ValueError(f"{name}.splits: regime {self.regime!r} runs one program per chain; "
                              f"splits must be 1, got {self.splits}")
         for tile, shape in ((self.block_axis * self.block_inner, "block_axis x block_inner"),
+                            (self.block_axis * self.block_inner * self.fold_tiles,
+                             "block_axis x block_inner x fold_tiles"),
                             (self.block_split * self.block_inner, "block_split x block_inner")):
             if tile > 1 << 20:
                 raise ValueError(f"{name}: a tile of {shape} = {tile} elements is too large "
@@ -131,6 +133,8 @@ class SegmentConfig:
     boundary_block: segment boundaries read per vector load while a tile finds its segments, a
         power of two.
     num_warps: warps per program on a GPU (ignored by the interpreter).
+    fold_tiles: a reduction's chunk that lies inside one segment, which has no boundary to find
+        and no result to write, folds ``fold_tiles`` tiles per step (a power of two).
     """
     block_axis: int
     block_inner: int
@@ -138,9 +142,11 @@ class SegmentConfig:
     window: int = 64
     boundary_block: int = 256
     num_warps: int = 4
+    fold_tiles: int = 1
 
     def validate(self, name: str = "config") -> None:
-        for field in ("block_axis", "block_inner", "window", "boundary_block", "num_warps"):
+        for field in ("block_axis", "block_inner", "window", "boundary_block", "num_warps",
+                      "fold_tiles"):
             value = getattr(self, field)
             if not _is_pow2(value):
                 raise ValueError(f"{name}.{field}: {value!r} must be a power of two")
@@ -150,6 +156,8 @@ class SegmentConfig:
         if not 2 <= self.window <= MAX_SCAN_WINDOW:
             raise ValueError(f"{name}.window: {self.window!r} must be from 2 to {MAX_SCAN_WINDOW}")
         for tile, shape in ((self.block_axis * self.block_inner, "block_axis x block_inner"),
+                            (self.block_axis * self.block_inner * self.fold_tiles,
+                             "block_axis x block_inner x fold_tiles"),
                             (self.window * self.block_inner, "window x block_inner")):
             if tile > 1 << 16:
                 raise ValueError(f"{name}: a tile of {shape} = {tile} lanes is too large (at "

@@ -108,6 +108,10 @@ class Launch:
     l2_bytes: float = 0.0
     reread_bytes: float = 0.0   # a chunked scan's second read, all of it (in l2_bytes or DRAM)
     steps: int = 1   # tiles each program loads one after another (TILE_STEP_SECONDS each)
+    # Where programs make different numbers of steps (the segment kernel's chunks): the steps of
+    # all programs together; ``steps`` is then the most one program makes. Programs take work in
+    # ticket order as SMs free up, so the launch steps at least total / resident programs deep.
+    total_steps: int = 0
 
 
 @dataclass(frozen=True)
@@ -241,7 +245,10 @@ def launch_seconds(device: Device, launch: Launch, registers: int | None,
     # Everything goes through L2: the DRAM traffic, and what is read from L2 alone.
     l2 = (launch.bytes_moved + launch.l2_bytes) / (device.l2_bandwidth_bytes_per_s * busy)
     resident = device.sms * programs_per_sm(device, launch.programs, launch.num_warps, registers)
-    stepping = -(-launch.programs // resident) * launch.steps * TILE_STEP_SECONDS
+    if launch.total_steps:
+        stepping = max(-(-launch.total_steps // resident), launch.steps) * TILE_STEP_SECONDS
+    else:
+        stepping = -(-launch.programs // resident) * launch.steps * TILE_STEP_SECONDS
     return (max(dram, l2, stepping, launch.serial_tiles * LOOKBACK_TILE_SECONDS)
             + launch.tail_seconds + device.launch_overhead_s)
 

@@ -13,21 +13,28 @@ from tritonml_autotune.configs import MAX_SCAN_WINDOW, SegmentConfig
 
 from .heuristics import _choose_for, next_pow2
 
-PROGRAMS_PER_SM = 4
+# A scan's chunk whose last segment began before it folds that segment's part first: fewer,
+# longer chunks keep that a small share. A reduction's chunk inside one segment folds its tiles
+# several at a time (``FOLD_TILES``), so a chunk holding a boundary takes longer than the rest:
+# shorter chunks keep the slowest one close to the average.
+PROGRAMS_PER_SM = {"scan": 4, "reduce": 8}
 # Lanes of one tile: 1024 at 8 warps (4 lanes a thread) for states of one 8-byte component,
 # half as many for wider states; 2048 lanes spill hundreds of bytes, these at most 72
 # (tests/test_segment_compile.py). A tile's searches of the boundaries stay a small share of its
 # bytes (tests/test_segment_bytes.py).
 TILE_LANES = 1024
+# A reduction's chunk inside one segment folds 4 tiles a step (4096 lanes, the chunked scan's
+# tile), half as many for wider states: plain loads and merges, no boundaries, no scan.
+FOLD_TILES = 4
 NUM_WARPS = 8
 MAX_BLOCK_INNER = 64
 
 
 def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: int,
-                   device_type: str, device=None) -> SegmentConfig:
-    """The config of a segmented scan or reduction along an axis of ``axis_len`` positions with
-    ``inner_len`` inner positions and ``outer_len`` outer positions, for a state of
-    ``state_bytes`` per element."""
+                   device_type: str, device=None, *, scan: bool = False) -> SegmentConfig:
+    """The config of a segmented scan (``scan``) or reduction along an axis of ``axis_len``
+    positions with ``inner_len`` inner positions and ``outer_len`` outer positions, for a state
+    of ``state_bytes`` per element."""
     block_inner = min(next_pow2(inner_len), MAX_BLOCK_INNER)
     chains = outer_len * -(-inner_len // block_inner)
     lanes = TILE_LANES if state_bytes < 16 else TILE_LANES // 2
@@ -35,7 +42,7 @@ def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: i
     tiles = max(1, -(-axis_len // block_axis))
     on_gpu, fill = _choose_for(device_type, device)
     if on_gpu:
-        programs = max(1, fill // 2 * PROGRAMS_PER_SM)   # fill is 2 per SM
+        programs = max(1, fill // 2 * PROGRAMS_PER_SM["scan" if scan else "reduce"])  # fill: 2/SM
         chunk_tiles = max(1, -(-chains * tiles // programs))
     else:
         chunk_tiles = tiles
@@ -43,4 +50,5 @@ def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: i
     window = min(MAX_SCAN_WINDOW, max(16, next_pow2(chunks)), max(2, 4096 // block_inner))
     num_warps = NUM_WARPS
     return SegmentConfig(block_axis, block_inner, chunk_tiles, window,
-                         boundary_block=min(block_axis, 1024), num_warps=num_warps)
+                         boundary_block=min(block_axis, 1024), num_warps=num_warps,
+                         fold_tiles=FOLD_TILES if state_bytes < 16 else FOLD_TILES // 2)

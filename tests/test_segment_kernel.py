@@ -21,8 +21,10 @@ SPLIT = SegmentConfig(16, 2, chunk_tiles=1, window=2, boundary_block=4)
 CONFIGS = {
     "default": None,
     "split": SPLIT,
-    "chunks of 3": SegmentConfig(16, 1, chunk_tiles=3, window=4, boundary_block=2),
-    "wide window": SegmentConfig(32, 4, chunk_tiles=2, window=64, boundary_block=64),
+    # fold_tiles: chunks inside one segment fold a chunk's tiles in steps that end past it
+    "chunks of 3": SegmentConfig(16, 1, chunk_tiles=3, window=4, boundary_block=2, fold_tiles=2),
+    "wide window": SegmentConfig(32, 4, chunk_tiles=2, window=64, boundary_block=64,
+                                 fold_tiles=4),
 }
 OFFSETS = {   # axis length 61
     "random": segment_oracle.random_offsets(61, 9, seed=1),
@@ -200,6 +202,69 @@ def test_a_user_combine_restarts_at_every_boundary(reverse):
             state = gates[:, t].numpy() * state + tokens[:, t].numpy()
             want[:, t] = state
     np.testing.assert_allclose(h.numpy(), want, rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# chunks inside one segment
+# ---------------------------------------------------------------------------------------------
+# A chunk that lies inside one segment has no boundary to find and takes a path of its own,
+# several tiles a step: a long axis in short chunks puts most chunks there, a segment opening
+# before them (a carry to fold) or exactly at their first element.
+INSIDE_OFFSETS = {"long and short": [0, 2, 2, 250, 300], "starts on a chunk": [0, 64, 64, 300]}
+INSIDE_CONFIGS = {
+    "fold 2": SegmentConfig(16, 1, chunk_tiles=2, window=2, boundary_block=4, fold_tiles=2),
+    "fold 4, chunks of 5": SegmentConfig(16, 2, chunk_tiles=5, window=2, boundary_block=4,
+                                         fold_tiles=4),
+}
+
+
+@pytest.mark.parametrize("config", INSIDE_CONFIGS, ids=str)
+@pytest.mark.parametrize("offsets", INSIDE_OFFSETS, ids=str)
+@pytest.mark.parametrize("function", ["SUM", "ARGMAX", "LOG_SUM_EXP", "MIN"])
+def test_reductions_of_chunks_inside_one_segment(function, offsets, config):
+    x = _x((2, 300, 3), torch.float32, function, seed=29)
+    _check_reduce(x, function, INSIDE_OFFSETS[offsets], 1, INSIDE_CONFIGS[config])
+
+
+@pytest.mark.parametrize("config", INSIDE_CONFIGS, ids=str)
+@pytest.mark.parametrize("offsets", INSIDE_OFFSETS, ids=str)
+@pytest.mark.parametrize("reverse,exclusive", [(False, False), (True, True), (False, True),
+                                               (True, False)])
+@pytest.mark.parametrize("record", [SUM, PRODUCT], ids=["sum", "product"])
+def test_scans_of_chunks_inside_one_segment(record, reverse, exclusive, offsets, config):
+    x = _x((2, 300, 3), torch.float64, "MULTIPLY" if record is PRODUCT else "SUM", seed=31)
+    _check_scan(x, record, INSIDE_OFFSETS[offsets], 1, reverse, exclusive,
+                INSIDE_CONFIGS[config])
+
+
+def test_a_user_reduction_of_chunks_inside_one_segment():
+    x = torch.randn(300, 2, generator=torch.Generator().manual_seed(37), dtype=torch.float64)
+    offsets = INSIDE_OFFSETS["long and short"]
+    var, mean = S.segment_reduce_axis(x, reductions.welford, _offsets(offsets), 0,
+                                      config=INSIDE_CONFIGS["fold 4, chunks of 5"])
+    for i, (lo, hi) in enumerate(zip(offsets[:-1], offsets[1:])):
+        if hi - lo >= 2:
+            np.testing.assert_allclose(var[i].numpy(), x[lo:hi].numpy().var(0, ddof=1),
+                                       rtol=1e-10)
+            np.testing.assert_allclose(mean[i].numpy(), x[lo:hi].numpy().mean(0), rtol=1e-10)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_a_user_combine_of_chunks_inside_one_segment(reverse):
+    # order-sensitive: its chunks are folded in traversal order, not in a tree
+    g = torch.Generator().manual_seed(41)
+    tokens = torch.randn(2, 300, generator=g, dtype=torch.float64)
+    gates = torch.rand(2, 300, generator=g, dtype=torch.float64) + 0.5
+    offsets = INSIDE_OFFSETS["long and short"]
+    h, _ = S.segment_associative_scan(_compose_affine, (tokens, gates), _offsets(offsets), 1,
+                                      reverse=reverse, config=INSIDE_CONFIGS["fold 2"])
+    want = np.zeros((2, 300))
+    for lo, hi in zip(offsets[:-1], offsets[1:]):
+        state = np.zeros(2)
+        for t in (range(hi - 1, lo - 1, -1) if reverse else range(lo, hi)):
+            state = gates[:, t].numpy() * state + tokens[:, t].numpy()
+            want[:, t] = state
+    np.testing.assert_allclose(h.numpy(), want, rtol=1e-9)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,7 +31,9 @@ if _torch.distributed.is_available():
     _dtensor_rules.register()
 
 from tritonml_cli import __version__  # one place, importable without torch (the CLI needs it)
-INTERPRET = _backend.INTERPRET
+INTERPRET: bool = _backend.INTERPRET
+"""True when tritonml's kernels run through Triton's interpreter (CPU tensors), False when
+Triton compiles them for the GPU; chosen once, at import (``tritonml.core.backend``)."""
 
 __all__ = ["cumulative_sum", "cumulative_product", "reduce", "ReduceFunction",
            "associative_scan", "CombineError", "linear_recurrence", "reduce_with", "Reduction",

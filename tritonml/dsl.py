@@ -8,10 +8,14 @@ the compiled regions.
 """
 from __future__ import annotations
 
+from typing import Any, Literal, Optional, Sequence, Tuple, Union, overload
+
 import torch
+from tritonml_autotune.configs import ScanConfig
 
 from .core import checks as _checks
 from .torch_ops import dtensor as _dtensor
+from .torch_ops.define import compiler_disable
 from .torch_ops.segment import check_segments
 from .launchers.state_combine import CombineError
 from .launchers.scan import associative_scan_states
@@ -20,43 +24,114 @@ from .launchers.segment import segment_associative_scan
 __all__ = ["associative_scan", "CombineError"]
 
 
-@torch.compiler.disable
-def associative_scan(combine_fn, xs, axis, *, reverse=False, exclusive=False, identity=None,
-                     initial=None, out=None, config=None, return_carry=False, offsets=None,
-                    lengths=None):
+_Tensors = Union[torch.Tensor, Sequence[torch.Tensor]]
+_Identity = Union[float, Sequence[float], None]
+
+
+@overload
+def associative_scan(combine_fn: Any, xs: torch.Tensor, axis: int, *, reverse: bool = ...,
+                     exclusive: bool = ..., identity: _Identity = ...,
+                     initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
+                     config: Optional[ScanConfig] = ..., return_carry: Literal[False] = ...,
+                     offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...
+                     ) -> torch.Tensor: ...
+@overload
+def associative_scan(combine_fn: Any, xs: torch.Tensor, axis: int, *, reverse: bool = ...,
+                     exclusive: bool = ..., identity: _Identity = ...,
+                     initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
+                     config: Optional[ScanConfig] = ..., return_carry: Literal[True],
+                     offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...
+                     ) -> Tuple[torch.Tensor, torch.Tensor]: ...
+@overload
+def associative_scan(combine_fn: Any, xs: Sequence[torch.Tensor], axis: int, *, reverse: bool = ...,
+                     exclusive: bool = ..., identity: _Identity = ...,
+                     initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
+                     config: Optional[ScanConfig] = ..., return_carry: Literal[False] = ...,
+                     offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...
+                     ) -> Tuple[torch.Tensor, ...]: ...
+@overload
+def associative_scan(combine_fn: Any, xs: Sequence[torch.Tensor], axis: int, *, reverse: bool = ...,
+                     exclusive: bool = ..., identity: _Identity = ...,
+                     initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
+                     config: Optional[ScanConfig] = ..., return_carry: Literal[True],
+                     offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...
+                     ) -> Tuple[Tuple[torch.Tensor, ...], Tuple[torch.Tensor, ...]]: ...
+@overload
+def associative_scan(combine_fn: Any, xs: _Tensors, axis: int, *, reverse: bool = ...,
+                     exclusive: bool = ..., identity: _Identity = ...,
+                     initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
+                     config: Optional[ScanConfig] = ..., return_carry: bool,
+                     offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...
+                     ) -> Any: ...
+@compiler_disable
+def associative_scan(combine_fn: Any, xs: _Tensors, axis: int, *, reverse: bool = False,
+                     exclusive: bool = False, identity: _Identity = None,
+                     initial: Optional[_Tensors] = None, out: Optional[_Tensors] = None,
+                     config: Optional[ScanConfig] = None, return_carry: bool = False,
+                     offsets: Optional[torch.Tensor] = None,
+                     lengths: Optional[torch.Tensor] = None) -> Any:
     """Running ``combine_fn`` of the state ``xs`` along ``axis``.
 
-    ``combine_fn``: a ``@triton.jit`` function ``f(a, b)`` of two states, each a tuple with one
-    value per tensor of ``xs`` (a tuple of one for a single tensor), returning a state of the same
-    length, e.g. ``return (a[0] * b[0], b[0] * a[1] + b[1])``. It must be associative; it need not
-    be commutative: ``a`` is always the earlier operand in traversal order (with ``reverse=True``
-    traversal starts at the end of the axis).
+    Each component is computed in its accumulation type (float16/bfloat16 in float32, float32 in
+    float64, integers in 64 bits of their signedness) and stored as its tensor's dtype. A plain
+    Python function, not a torch op: no autograd (outputs never require grad; inputs that do
+    raise), and under ``torch.compile`` a graph break (it runs eagerly). See docs/dsl.md.
 
-    ``xs``: a tensor or a tuple of tensors of one shape (rank 0 to 8; any dtypes, strides,
-    broadcast views). Each component is computed in its accumulation type (float16/bfloat16 in
-    float32, float32 in float64, integers in 64 bits of their signedness) and stored as its
-    tensor's dtype. Returns a tuple of tensors like ``xs`` (a tensor if ``xs`` is a tensor).
+    Args:
+        combine_fn: A ``@triton.jit`` function ``f(a, b)`` of two states, each a tuple with one
+            value per tensor of ``xs`` (a tuple of one for a single tensor), returning a state
+            of the same length, e.g. ``return (a[0] * b[0], b[0] * a[1] + b[1])``. It must be
+            associative; it need not be commutative: ``a`` is always the earlier operand in
+            traversal order (with ``reverse=True`` traversal starts at the end of the axis).
+        xs: A tensor or a tuple of tensors of one shape (rank 0 to 8; any dtypes, strides,
+            broadcast views).
+        axis: The axis to scan along; negative counts from the end.
+        reverse: Traverse from the end of the axis.
+        exclusive: Each output leaves its own element out; the first output is the identity,
+            or ``initial``.
+        identity: One value per tensor (the state ``f`` leaves unchanged; a number for a single
+            tensor); required for ``exclusive``. Without it, inclusive scans carry a hidden
+            "holds elements" flag so padding never reaches ``combine_fn``'s results.
+        initial: A carry-in state (tensors of ``xs``'s shape without ``axis``, each of its
+            component's dtype or accumulation dtype), folded in before the first element in
+            traversal order.
+        out: Tensors to write (``out[i]`` may be ``xs[i]`` itself: in place).
+        config: A ``ScanConfig`` instead of the tuned choice.
+        return_carry: Return ``(result, carry)``, ``carry`` each scan's last inclusive state in
+            the accumulation dtypes (a tensor or a tuple like the result): scanning in chunks,
+            each chunk's ``initial`` the previous chunk's carry, equals one scan bit for bit.
+        offsets: Scan each segment of ``axis`` on its own, restarting at each boundary (as
+            ``tritonml.segment_scan``, docs/segments.md): a 1-D integer tensor of n + 1
+            boundaries on xs's device. With segments, ``initial``, ``out``, ``config`` and
+            ``return_carry`` are not taken.
+        lengths: Instead of offsets, the n segments' lengths.
 
-    ``identity``: one value per tensor (the state ``f`` leaves unchanged); required for
-    ``exclusive`` (whose first output is the identity, or ``initial``). Without it, inclusive scans
-    carry a hidden "holds elements" flag so padding never reaches ``combine_fn``'s results.
-    ``initial``: a carry-in state (tensors of ``xs``'s shape without ``axis``, each of its
-    component's dtype or accumulation dtype), folded in before the first element in traversal
-    order. ``return_carry=True`` returns ``(result, carry)``, ``carry`` each scan's last inclusive
-    state in the accumulation dtypes (a tensor or a tuple like the result): scanning in chunks,
-    each chunk's ``initial`` the previous chunk's carry, equals one scan bit for bit. ``out``:
-    tensors to write (``out[i]`` may be ``xs[i]`` itself: in place). ``config``: a
-    ``ScanConfig`` instead of the tuned choice.
+    Returns:
+        A tuple of tensors like ``xs`` (a tensor if ``xs`` is a tensor); with ``return_carry``,
+        ``(result, carry)``.
 
-    A combine that fails while it runs raises ``CombineError`` (its message: the function's
-    qualified name, file:line, the line and its error once; ``.original`` holds the exception it
-    raised). A combine with no ``return``, a ``return`` of the wrong arity, or a constant index
-    past the state (``b[2]`` of a one-tensor state) is refused before any launch (ValueError).
+    Raises:
+        CombineError: The combine failed while it ran (its message: the function's qualified
+            name, file:line, the line and its error once; ``.original`` holds the exception it
+            raised).
+        ValueError: A combine with no ``return``, a ``return`` of the wrong arity, or a
+            constant index past the state (``b[2]`` of a one-tensor state), refused before any
+            launch; ``exclusive`` without identity; an identity of the wrong length; an option
+            not taken with segments.
+        TypeError: xs are not tensors, or identity is not numbers.
+        RuntimeError: Inputs that require grad, with grad mode on.
 
-    ``offsets`` / ``lengths``: scan each segment of ``axis`` on its own, restarting at each
-    boundary (as ``tritonml.segment_scan``, docs/segments.md): a 1-D integer tensor of n + 1
-    boundaries or of n lengths on xs's device. With segments, ``initial``, ``out``, ``config``
-    and ``return_carry`` are not taken.
+    Example:
+        A running sum with ``tritonml.kernels.combine.add_values`` as the combine (a user's
+        own ``@triton.jit`` combine must live in a file: Triton reads its source):
+
+        >>> import torch, tritonml
+        >>> from tritonml.kernels.combine import add_values
+        >>> tritonml.associative_scan(add_values, torch.tensor([1., 2., 3., 4.]), 0)
+        tensor([ 1.,  3.,  6., 10.])
+        >>> tritonml.associative_scan(add_values, torch.tensor([1., 2., 3., 4.]), 0,
+        ...                           exclusive=True, identity=0.0)
+        tensor([0., 1., 3., 6.])
     """
     if offsets is not None or lengths is not None:
         return _segmented(combine_fn, xs, axis, reverse, exclusive, identity, offsets, lengths,
@@ -79,16 +154,18 @@ def associative_scan(combine_fn, xs, axis, *, reverse=False, exclusive=False, id
         out = (out,)
     if single and isinstance(initial, torch.Tensor):
         initial = (initial,)
-    results = associative_scan_states(combine_fn, tensors, axis, reverse=reverse,
-                                      exclusive=exclusive, identity=identity, initial=initial,
-                                      out=out, config=config, return_carry=return_carry)
+    results: Any = associative_scan_states(combine_fn, tensors, axis, reverse=reverse,
+                                           exclusive=exclusive, identity=identity,
+                                           initial=initial, out=out, config=config,
+                                           return_carry=return_carry)
     if return_carry:
         results, carries = results
         return (results[0], carries[0]) if single else (tuple(results), tuple(carries))
     return results[0] if single else tuple(results)
 
 
-def _segmented(combine_fn, xs, axis, reverse, exclusive, identity, offsets, lengths, refused):
+def _segmented(combine_fn, xs, axis, reverse, exclusive, identity, offsets, lengths,
+               refused) -> Any:
     """``associative_scan`` restarted at every segment boundary."""
     for name, value in refused.items():
         if value is not None:

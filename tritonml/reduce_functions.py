@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Optional
+import enum
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Union
 
 import torch
 import triton.language as tl
@@ -49,6 +50,9 @@ from .kernels import combine as _c
 from .launchers.reduction import Reduction
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+StateRule = Callable[[torch.dtype, bool], Tuple[Tuple[Any, Any], ...]]
+"""``state(dtype, index_64) -> ((triton dtype, identity), ...)``: a record's state components."""
 _INT32_MAX, _INT64_MAX = 2**31 - 1, 2**63 - 1
 
 
@@ -89,13 +93,19 @@ class ReduceRecord(Reduction):
     fold: Optional[Fold] = None
     torch_twin: Optional[Callable] = None
 
-    __eq__ = object.__eq__
-    __hash__ = object.__hash__
+    if TYPE_CHECKING:   # the same methods, declared for type checkers
+        def __eq__(self, other: object) -> bool: ...
+        def __hash__(self) -> int: ...
+    else:
+        __eq__ = object.__eq__
+        __hash__ = object.__hash__
 
     @classmethod
-    def of(cls, function: ReduceFunction, *, prepare, merge, along, finish, state,
-           float_only: bool = False, returns_index: bool = False, backward=None, jvp=None,
-           fold: Fold, torch_twin) -> "ReduceRecord":
+    def of(cls, function: ReduceFunction, *, prepare: Any, merge: Any, along: Any, finish: Any,
+           state: StateRule, float_only: bool = False, returns_index: bool = False,
+           backward: Optional[Callable[..., Any]] = None,
+           jvp: Optional[Callable[..., Any]] = None, fold: Fold,
+           torch_twin: Callable[..., torch.Tensor]) -> "ReduceRecord":
         def torch_state(dtypes):
             return tuple(TORCH_DTYPE[d] for d, _ in state(dtypes[0], False))
 
@@ -111,14 +121,15 @@ class ReduceRecord(Reduction):
                    uses_index=returns_index, backward=backward, jvp=jvp, function=function,
                    state=state, float_only=float_only, fold=fold, torch_twin=torch_twin)
 
-    def kernel_state(self, dtypes: tuple, index_64: bool) -> tuple:
+    def kernel_state(self, dtypes: Tuple[torch.dtype, ...],
+                     index_64: bool) -> Tuple[Tuple[Any, ...], Tuple[Any, ...], Tuple[Any, ...]]:
         """``(LOAD_DTYPES, STATE_DTYPES, IDENTITIES)`` for the kernels: the input converted to the
         first component's dtype."""
-        components = self.state(dtypes[0], index_64)
+        components = self.state(dtypes[0], index_64)  # pyright: ignore[reportOptionalCall] (of())
         return ((components[0][0],), tuple(d for d, _ in components),
                 tuple(i for _, i in components))
 
-    def out_bytes(self, dtypes: tuple) -> int:
+    def out_bytes(self, dtypes: Tuple[torch.dtype, ...]) -> int:
         """An index function's output counts as int64, the default ``index_dtype``."""
         return self.output_dtypes(dtypes)[0].itemsize
 
@@ -136,21 +147,21 @@ def _floats_only(name: str):
 # ---------------------------------------------------------------------------------------------
 # State rules: ((triton dtype, identity), ...) for an input dtype
 # ---------------------------------------------------------------------------------------------
-def accumulated(identity):
+def accumulated(identity: Union[int, float]) -> StateRule:
     """A running sum or product in the accumulation dtype (``core.dtypes.ACC_DTYPE``: float32 for
     half types, float64 for float32 and float64, 64-bit integers), identity 0 or 1."""
-    def rule(dtype, index_64):
+    def rule(dtype: torch.dtype, index_64: bool) -> Tuple[Tuple[Any, Any], ...]:
         return ((ACC_DTYPE[dtype], identity),)
     return rule
 
 
-def compared(largest: bool, with_index: bool = False):
+def compared(largest: bool, with_index: bool = False) -> StateRule:
     """The largest (or smallest) value seen, in the input's dtype, identity -inf (+inf; integers:
     the type's minimum / maximum), and with ``with_index`` its index (int32, or int64 where the
     layout needs it; identity the type's maximum, past every real index). Half types compare in
     float32 (exact): Triton's interpreter holds bfloat16 as raw uint16 bits, so bfloat16
     comparisons there would compare bit patterns."""
-    def rule(dtype, index_64):
+    def rule(dtype: torch.dtype, index_64: bool) -> Tuple[Tuple[Any, Any], ...]:
         value_dtype = tl.float32 if dtype in _HALF_DTYPES else TL_DTYPE[dtype]
         if is_float(dtype):
             identity = float("-inf") if largest else float("inf")
@@ -164,7 +175,7 @@ def compared(largest: bool, with_index: bool = False):
     return rule
 
 
-def max_and_exp_sum(dtype, index_64):
+def max_and_exp_sum(dtype: torch.dtype, index_64: bool) -> Tuple[Tuple[Any, Any], ...]:
     """LOG_SUM_EXP's (max m, sum of exp(x - m)) in float32 (float64 for float64 input), identity
     (-inf, 0)."""
     state_dtype = tl.float64 if dtype == torch.float64 else tl.float32
@@ -289,7 +300,9 @@ def _single(dims):
 # The records
 # ---------------------------------------------------------------------------------------------
 _RF = ReduceFunction
-RECORDS = {record.function: record for record in (
+# (every record's ``function`` is set: ``ReduceRecord.of``)
+RECORDS: Dict[ReduceFunction, ReduceRecord] = {  # pyright: ignore[reportAssignmentType]
+    record.function: record for record in (
     ReduceRecord.of(_RF.ARGMAX, prepare=_c.value_and_index, merge=_c.argmax_values,
                     along=_c.argmax_along, finish=_c.finish_index, returns_index=True,
                     state=compared(largest=True, with_index=True), fold=Fold("argument", "MAX"),
@@ -343,7 +356,7 @@ RECORDS = {record.function: record for record in (
 del _RF
 
 
-def record_of(function) -> ReduceRecord:
+def record_of(function: Union[ReduceFunction, str, enum.Enum]) -> ReduceRecord:
     """The record of ``function``: a ``ReduceFunction`` or its name (``ReduceFunction.parse``)."""
     return RECORDS[ReduceFunction.parse(function, "function")]
 

@@ -28,10 +28,21 @@ The reductions behind torch's reduce family (tritonml.var, ..., docs/torch.md), 
 ``reduce_with`` too (no gradient there; the public functions have theirs): ``welford_m2``
 ((M2, mean) for any correction), ``max_with_index`` / ``min_with_index`` ((value, index) in one
 pass, torch.max/min with dim), ``aminmax`` ((min, max)), ``nansum``, ``nanmean``.
+
+Example:
+    >>> import torch, tritonml
+    >>> x = torch.tensor([[1., 2., 3.], [2., 4., 6.]])
+    >>> var, mean = tritonml.reduce_with(tritonml.reductions.welford, x, axes=1, keepdims=False)
+    >>> var, mean
+    (tensor([1., 4.]), tensor([2., 4.]))
+    >>> value, index = tritonml.reduce_with(tritonml.reductions.max_with_index, x, axes=0)
+    >>> value, index
+    (tensor([[2., 4., 6.]]), tensor([[1, 1, 1]]))
 """
 from __future__ import annotations
 
 import math
+from typing import Callable, Tuple, Union
 
 import torch
 import triton
@@ -136,7 +147,7 @@ def _check_float(dtypes):
                         f"{dtype_name(dtypes[0])}; convert it to a floating-point dtype first")
 
 
-def welford_backward(correction: int):
+def welford_backward(correction: int) -> Callable[..., Tuple[torch.Tensor]]:
     """The gradient of (var, mean) over n elements, in closed form, as torch.var_mean's:
     d var / d x = 2 (x - mean) / (n - correction), d mean / d x = 1 / n. Made of torch ops on the
     saved mean (itself an output, so double backward runs through this formula again)."""
@@ -154,7 +165,7 @@ def welford_backward(correction: int):
     return backward
 
 
-def welford_jvp(correction: int):
+def welford_jvp(correction: int) -> Callable[..., Tuple[torch.Tensor, torch.Tensor]]:
     """The tangents of (var, mean), as torch.var_mean's: d var = 2 sum((x - mean) dx) /
     (n - correction), d mean = the mean of dx; the sums on tritonml's kernels."""
     def jvp(xs, outputs, tangents, axes):
@@ -177,8 +188,11 @@ def _welford(name, finish, correction):
                      jvp=welford_jvp(correction))
 
 
-welford = _welford("welford", welford_finish_unbiased, 1)
-welford_biased = _welford("welford_biased", welford_finish_biased, 0)
+welford: Reduction = _welford("welford", welford_finish_unbiased, 1)
+"""``(var, mean)`` as ``torch.var_mean(x, dim=axes, keepdim=True)`` (unbiased, correction=1), one
+pass; floating-point inputs only; differentiable (forward and reverse mode)."""
+welford_biased: Reduction = _welford("welford_biased", welford_finish_biased, 0)
+"""``(var, mean)`` with correction=0 (``np.var(x)``), otherwise as ``welford``."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -200,13 +214,14 @@ def _wide_state_dtypes(dtypes):
     return (acc, acc, acc)
 
 
-# Welford's state kept to (M2, mean), for torch.var's any ``correction``.
-welford_m2 = Reduction("welford_m2", welford_prepare, welford_merge, welford_finish_m2,
+welford_m2: Reduction = Reduction("welford_m2", welford_prepare, welford_merge, welford_finish_m2,
                        identity=(0.0, 0.0, 0.0), state_dtypes=_wide_state_dtypes,
                        output_dtypes=lambda dtypes: _wide_state_dtypes(dtypes)[:2], inputs=1,
                        outputs=2, along=welford_along,
                        load_dtypes=lambda dtypes: _wide_state_dtypes(dtypes)[:1],
                        check=_check_float)
+"""Welford's state kept to ``(M2, mean)`` in float64 (float32 for half inputs), for torch.var's
+any ``correction``: the caller divides M2 by ``max(n - correction, 0)``. No gradient."""
 
 
 def _compared(dtype: torch.dtype) -> torch.dtype:
@@ -214,7 +229,7 @@ def _compared(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-def losing_value(dtype: torch.dtype, largest: bool):
+def losing_value(dtype: torch.dtype, largest: bool) -> Union[int, float]:
     """What every value beats: -inf (+inf) for floats, the type's minimum (maximum) for integers."""
     if dtype in _FLOATS:
         return -math.inf if largest else math.inf
@@ -232,18 +247,22 @@ def _with_index(name: str, merge, along, largest: bool) -> Reduction:
                      along=along, uses_index=True)
 
 
-max_with_index = _with_index("max_with_index", _combine.argmax_values, _combine.argmax_along,
-                             True)
-min_with_index = _with_index("min_with_index", _combine.argmin_values, _combine.argmin_along,
-                             False)
+max_with_index: Reduction = _with_index("max_with_index", _combine.argmax_values,
+                                        _combine.argmax_along, True)
+"""``(value, index)`` of the largest value in one pass, as torch.max with ``dim``: ties give the
+first index, NaN the first NaN; the index is int64, row-major over the reduced axes. No
+gradient."""
+min_with_index: Reduction = _with_index("min_with_index", _combine.argmin_values,
+                                        _combine.argmin_along, False)
+"""``(value, index)`` of the smallest value, as ``max_with_index``."""
 
-# (min, max) in one pass: torch.aminmax (NaN propagates to both).
-aminmax = Reduction("aminmax", _combine.value_twice, _combine.min_max_values, _combine.finish_pair,
+aminmax: Reduction = Reduction("aminmax", _combine.value_twice, _combine.min_max_values, _combine.finish_pair,
                     identity=lambda dtypes: (losing_value(dtypes[0], False),
                                              losing_value(dtypes[0], True)),
                     state_dtypes=lambda dtypes: (_compared(dtypes[0]),) * 2,
                     output_dtypes=lambda dtypes: (dtypes[0],) * 2, outputs=2,
                     along=_combine.min_max_along)
+"""``(min, max)`` in one pass: torch.aminmax (NaN propagates to both). No gradient."""
 
 
 def _sum_dtype(dtypes) -> tuple:
@@ -252,12 +271,12 @@ def _sum_dtype(dtypes) -> tuple:
     return (ACC_TORCH_DTYPE[dtypes[0]],)
 
 
-# torch.nansum: NaN counts as 0; integers give int64, as torch promotes them.
-nansum = Reduction("nansum", _combine.nan_to_zero, _combine.add_values, _combine.finish_value,
+nansum: Reduction = Reduction("nansum", _combine.nan_to_zero, _combine.add_values, _combine.finish_value,
                    identity=(0,), state_dtypes=_sum_dtype,
                    output_dtypes=lambda dtypes: ((dtypes[0],) if dtypes[0] in _FLOATS
                                                  else (torch.int64,)),
                    along=_combine.sum_along)
+"""torch.nansum: NaN counts as 0; integers give int64, as torch promotes them. No gradient."""
 
 def _check_nanmean_float(dtypes):
     if dtypes[0] not in _FLOATS:
@@ -266,12 +285,13 @@ def _check_nanmean_float(dtypes):
                         f"floating-point dtype first")
 
 
-# torch.nanmean: the mean of the non-NaN elements, (sum, count) in one pass; NaN where none is.
-nanmean = Reduction("nanmean", _combine.nan_to_zero_and_count, _combine.add_pairs,
+nanmean: Reduction = Reduction("nanmean", _combine.nan_to_zero_and_count, _combine.add_pairs,
                     _combine.finish_ratio, identity=(0.0, 0.0),
                     state_dtypes=lambda dtypes: _sum_dtype(dtypes) * 2,
                     output_dtypes=lambda dtypes: (dtypes[0],), along=_combine.sum_pairs_along,
                     check=_check_nanmean_float)
+"""torch.nanmean: the mean of the non-NaN elements, (sum, count) in one pass; NaN where none is.
+Floating-point inputs only. No gradient."""
 
 __all__ = ["welford", "welford_biased", "welford_m2", "max_with_index", "min_with_index",
            "aminmax", "nansum", "nanmean"]

@@ -26,7 +26,7 @@ import operator
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Iterable, Iterator, Union
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -111,7 +111,7 @@ def _floats_no_narrowing(x_dtype, dtype):
 class _All:
     """Every dim: what dim=None, an empty dim list or prod's absent dim mean."""
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "ALL"
 
 
@@ -155,7 +155,7 @@ def _read_dims(kind: str, dim, rank: int):
         dims = [_index(dim)]
     if any(d is None or not -span <= d < span for d in dims):
         return None
-    dims = [d % span for d in dims]
+    dims = [d % span for d in dims]  # pyright: ignore[reportOptionalOperand] (None returned above)
     if len(set(dims)) != len(dims):
         return None
     return dims[0] if kind == SCAN_DIM else tuple(dims)
@@ -187,7 +187,7 @@ def _norm_function(arguments: dict):
     order = arguments["ord"]
     if isinstance(order, bool) or not isinstance(order, (int, float)):
         return None
-    return {1: "L1", 2: "L2"}.get(order)
+    return {1: "L1", 2: "L2"}.get(order)  # pyright: ignore[reportArgumentType] (2.0 reads as 2)
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,7 @@ class Route:
     fall through.
     """
     name: str
-    forms: tuple
+    forms: tuple[Any, ...]
     arguments: inspect.Signature
     dims: str
     dtype: Callable
@@ -290,8 +290,9 @@ _BY_FORM.update({route.inplace: (route, True) for route in ROUTES if route.inpla
 
 class _ThreadState(threading.local):
     def __init__(self):
-        self.devices = None  # frozenset of (type, index or None) while routing is on, else None
-        self.mode = None     # this thread's _RoutingMode while installed
+        # frozenset of (type, index or None) while routing is on, else None
+        self.devices: frozenset | None = None
+        self.mode: _RoutingMode | None = None     # this thread's _RoutingMode while installed
 
 
 _state = _ThreadState()
@@ -331,7 +332,8 @@ def _install() -> None:
     """Put this thread's routing mode at the bottom of its mode stack (above a default-device mode)."""
     if _state.mode is not None:
         return
-    stack = [_torch_compat.pop_function_mode() for _ in range(_torch_compat.function_mode_count())]
+    stack = [_torch_compat.pop_function_mode()
+             for _ in range(_torch_compat.function_mode_count())]  # pyright: ignore[reportOptionalCall]
     stack.reverse()  # bottom first
     keep_below = 1 if stack and isinstance(stack[0], _torch_compat.device_context_type()) else 0
     mode = _RoutingMode()
@@ -344,7 +346,8 @@ def _uninstall() -> None:
     mode, _state.mode = _state.mode, None
     if mode is None:
         return
-    stack = [_torch_compat.pop_function_mode() for _ in range(_torch_compat.function_mode_count())]
+    stack = [_torch_compat.pop_function_mode()
+             for _ in range(_torch_compat.function_mode_count())]  # pyright: ignore[reportOptionalCall]
     for m in reversed(stack):
         if m is not mode:
             _torch_compat.push_function_mode(m)
@@ -360,32 +363,81 @@ def _set(devices) -> None:
 
 # -- public API -----------------------------------------------------------------------------------
 
-def enable(devices=("cuda",)) -> None:
+Devices = Union[str, torch.device, Iterable[Union[str, torch.device]]]
+"""A device or device type, or several: ``"cuda"``, ``"cuda:1"``, ``torch.device("cpu")``,
+``("cuda", "cpu")``."""
+
+
+def enable(devices: Devices = ("cuda",)) -> None:
     """Route torch's scans and reductions on ``devices`` to tritonml, in the calling thread.
 
     Per thread, as ``torch.set_grad_enabled`` and ``torch.set_default_device`` are: other threads
-    are not routed until they call ``enable()`` themselves. ``devices``: device types or devices
-    (``"cuda"``, ``"cuda:1"``, ``torch.device("cpu")``; cpu only with Triton's interpreter).
+    are not routed until they call ``enable()`` themselves. While routing is on, calls such as
+    ``torch.cumsum``, ``x.sum(1)`` or ``torch.linalg.vector_norm`` on tensors of those devices
+    run tritonml's kernels and return what torch itself would; a call whose torch result
+    tritonml cannot reproduce exactly falls through to torch's own kernel (docs/routing.md).
+
+    Args:
+        devices: Device types or devices (``"cuda"``, ``"cuda:1"``, ``torch.device("cpu")``;
+            cpu only with Triton's interpreter).
+
+    Raises:
+        TypeError: devices is not a device name, a torch.device or a sequence of them.
+        ValueError: A name that is no device, a device other than cuda or cpu, or cpu while
+            Triton compiles for the GPU.
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.enable("cpu")     # CPU tensors run Triton's interpreter here
+        >>> torch.cumsum(torch.tensor([1., 2., 3.]), 0)
+        tensor([1., 3., 6.])
+        >>> tritonml.disable()
     """
     _set(_parse_devices(devices))
 
 
 def disable() -> None:
-    """Stop routing in the calling thread (a ``use_tritonml`` block still restores its outer state)."""
+    """Stop routing in the calling thread.
+
+    A ``use_tritonml`` block still restores its outer state on exit.
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.enable("cpu")
+        >>> tritonml.disable()
+        >>> torch.cumsum(torch.tensor([1., 2., 3.]), 0)     # torch's own kernel
+        tensor([1., 3., 6.])
+    """
     _set(None)
 
 
 @contextlib.contextmanager
-def use_tritonml(devices=("cuda",)):
+def use_tritonml(devices: Devices = ("cuda",)) -> Iterator[None]:
     """Route torch's scans and reductions on ``devices`` to tritonml inside the block, in this thread.
 
     On exit the thread's routing is what it was on entry (nested blocks restore the outer block's
     devices; ``enable()``/``disable()`` inside the block last until its end). ``devices=()`` turns
     routing off inside the block.
+
+    Args:
+        devices: As for ``enable``; ``()`` for none.
+
+    Yields:
+        None; the block runs with routing on.
+
+    Raises:
+        TypeError: As for ``enable``.
+        ValueError: As for ``enable``.
+
+    Example:
+        >>> import torch, tritonml
+        >>> with tritonml.use_tritonml("cpu"):
+        ...     torch.tensor([[1., 2.], [3., 4.]]).sum(1)
+        tensor([3., 7.])
     """
-    devices = _parse_devices(devices)
+    parsed = _parse_devices(devices)
     outer = _state.devices
-    _set(devices)
+    _set(parsed)
     try:
         yield
     finally:
@@ -412,7 +464,7 @@ class _RoutingMode(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def _bind(route: Route, args, kwargs):
+def _bind(route: Route, args: tuple, kwargs: dict[str, Any]):
     kwargs = {_ALIASES.get(k, k): v for k, v in kwargs.items()}
     try:
         bound = route.arguments.bind(*args, **kwargs)
@@ -442,7 +494,8 @@ def _readable(t) -> bool:
             or _torch_compat.is_functorch_wrapped(t)):
         return False
     devices = _state.devices
-    return (t.device.type, None) in devices or (t.device.type, t.device.index) in devices
+    return ((t.device.type, None) in devices  # pyright: ignore[reportOperatorIssue] (routing is on)
+            or (t.device.type, t.device.index) in devices)  # pyright: ignore[reportOperatorIssue]
 
 
 def _forward_ad_active() -> bool:
@@ -475,7 +528,7 @@ class _Plan:
     function: str         # tritonml's scan name or ReduceFunction name
     x: torch.Tensor
     compute: torch.dtype  # the dtype ours computes in (torch's dtype promotion and dtype=)
-    dims: object          # an int (scans), a tuple of dims, or ALL
+    dims: Any             # an int (scans), a tuple of dims, or ALL
     keepdim: bool
     out: torch.Tensor | None  # out= or, in place, x itself
     shape: tuple          # torch's result shape
@@ -513,8 +566,10 @@ class _Plan:
                    else None)
         with torch.no_grad():
             ours(target.view(as_dtype) if self.result_dtype == torch.bool else target)
-        if version is not None and _torch_compat.tensor_version(out) == version:
-            torch.autograd.graph.increment_version(out)  # torch's out= and in-place count a write
+        # (out is set when version is) torch's out= and in-place count a write
+        if (version is not None
+                and _torch_compat.tensor_version(out) == version):  # pyright: ignore[reportArgumentType]
+            torch.autograd.graph.increment_version(out)  # pyright: ignore[reportArgumentType]
         return target
 
 
@@ -549,7 +604,8 @@ def _plan(route: Route, inplace: bool, args, kwargs) -> _Plan | None:
     result_dtype = torch.int64 if route.indices else compute
     keepdim = arguments.get("keepdim", False)
     shape = (tuple(x.shape) if route.scan
-             else reduced_shape(x.shape, None if dims is ALL else dims, keepdim))
+             else reduced_shape(x.shape, None if dims is ALL else dims,  # pyright: ignore[reportArgumentType]
+                                keepdim))
 
     if out is not None:
         if out.dtype != result_dtype or tuple(out.shape) != shape:
@@ -557,7 +613,8 @@ def _plan(route: Route, inplace: bool, args, kwargs) -> _Plan | None:
         if not inplace and out.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
             return None  # torch's rules for an out sharing x's memory are its own
     sizes = tuple(x.shape) or (1,)  # a 0-d tensor reads as shape [1]
-    if not route.empty and (x.numel() == 0 if dims is ALL else any(sizes[d] == 0 for d in dims)):
+    if not route.empty and (x.numel() == 0 if dims is ALL
+                            else any(sizes[d] == 0 for d in dims)):  # pyright: ignore[reportGeneralTypeIssues]
         return None  # torch raises for an empty max/argmax
     records = (torch.is_grad_enabled() and not route.indices
                and (x.requires_grad or (out is not None and out.requires_grad)))
@@ -602,7 +659,7 @@ def _route_segment_reduce(args, kwargs):
     except TypeError:
         return _FALL_THROUGH
     x = arguments["data"]
-    function = _SEGMENT_FUNCTIONS.get(arguments.get("reduce"))
+    function = _SEGMENT_FUNCTIONS.get(arguments.get("reduce"))  # pyright: ignore[reportArgumentType]
     lengths, offsets = arguments.get("lengths"), arguments.get("offsets")
     boundaries = lengths if offsets is None else offsets
     if (function is None or arguments.get("indices") is not None

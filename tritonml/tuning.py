@@ -16,18 +16,32 @@ far in this process.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import (TYPE_CHECKING, Any, Callable, ContextManager, Dict, Final, Iterator, List,
+                    Optional, Sequence, Tuple, overload)
 
 import tritonml_autotune
-from tritonml_autotune import devices, select
-from tritonml_autotune.devices import TARGET_ENV, Device
-from tritonml_autotune.engine import set_timing, timing
+from tritonml_autotune import devices, engine as _engine, select
+from tritonml_autotune.devices import Device
 
 from . import runtime as _runtime
 from .core.shapes import reduced_shape
 from .runtime import caches as _caches
 
-__all__ = ["Device", "TARGET_ENV", "current", "device", "forget", "set_timing", "target", "targets",
-           "timing"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["Device", "TARGET_ENV", "current", "device", "forget", "set_timing",
+           "suite_choices_table", "target", "targets", "timing"]
+
+TARGET_ENV: Final[str] = devices.TARGET_ENV
+"""``"TRITONML_TARGET"``: the environment variable naming a target for every thread (read at every
+config choice; a ``target`` block overrides it; unset or empty: no target).
+
+Example:
+    >>> from tritonml import tuning
+    >>> tuning.TARGET_ENV
+    'TRITONML_TARGET'
+"""
 
 
 # The tuner (importable without tritonml) keeps its own caches; tritonml registers them, so
@@ -37,50 +51,157 @@ for _name, _cache, _lock in tritonml_autotune.caches():
 
 
 def forget() -> None:
-    """Forget the configs this process has chosen (the tuner's answers and the launchers' plans),
-    so the next call of each shape chooses again: after the tuning cache changed under this
+    """Forget the configs this process has chosen (the tuner's answers and the launchers' plans).
+
+    The next call of each shape chooses again: call it after the tuning cache changed under this
     process (``tritonml tune`` in another one, or ``tritonml tune --clear``), or after
-    ``set_timing`` changed. Empties every cache of the process (``tritonml.runtime.clear()``)."""
+    ``set_timing`` changed. Empties every cache of the process (``tritonml.runtime.clear()``).
+
+    Example:
+        >>> from tritonml import runtime, tuning
+        >>> tuning.forget()
+        >>> set(runtime.sizes().values())
+        {0}
+    """
     _runtime.clear()
 
 
+def set_timing(enabled: Optional[bool]) -> None:
+    """Turn the timing of candidate configs on a GPU on or off for this process.
+
+    Overrides ``TRITONML_AUTOTUNE``; configs already chosen stay chosen (``forget()`` drops them).
+
+    Args:
+        enabled: True lets the tuner time candidates on a GPU, False chooses without timing
+            (the cost model's choice); None follows ``TRITONML_AUTOTUNE`` again.
+
+    Example:
+        >>> from tritonml import tuning
+        >>> tuning.set_timing(False)
+        >>> tuning.set_timing(None)
+    """
+    _engine.set_timing(enabled)
+
+
 @contextmanager
-def target(name):
-    """Choose configs as for the GPU ``name`` ("H100", "A100"; any case) in this thread while the
-    block runs; None chooses for the tensors' own device. Yields the ``Device`` (or None)."""
+def timing(enabled: Optional[bool]) -> Iterator[None]:
+    """``set_timing(enabled)`` for the duration of a ``with`` block, then the previous setting.
+
+    Args:
+        enabled: As for ``set_timing``.
+
+    Example:
+        >>> from tritonml import tuning
+        >>> with tuning.timing(False):
+        ...     pass
+    """
+    with _engine.timing(enabled):
+        yield
+
+
+@overload
+def target(name: str) -> ContextManager[Device]: ...
+
+
+@overload
+def target(name: None) -> ContextManager[None]: ...
+
+
+@contextmanager
+def target(name: Optional[str]) -> Iterator[Optional[Device]]:
+    """Choose configs as for the GPU ``name`` in this thread while the block runs.
+
+    The kernels still run where the tensors are. The block nests (the innermost wins) and
+    overrides ``TRITONML_TARGET``.
+
+    Args:
+        name: A known target ("H100", "A100"; any case, see ``targets()``); None chooses for the
+            tensors' own device.
+
+    Yields:
+        The ``Device`` (or None).
+
+    Raises:
+        ValueError: An unknown name (the message lists the known targets).
+        TypeError: ``name`` is neither a string nor None.
+
+    Example:
+        >>> from tritonml import tuning
+        >>> with tuning.target("h100") as gpu:
+        ...     print(gpu.name, tuning.current().name)
+        ...     with tuning.target(None):
+        ...         print(tuning.current())
+        H100 H100
+        None
+    """
     chosen = None if name is None else devices.lookup(name, "name")
     with devices.targeting(chosen):
         yield chosen
 
 
-def current() -> Device | None:
-    """The target configs are chosen for in this thread now, or None (the tensors' device)."""
+def current() -> Optional[Device]:
+    """The target configs are chosen for in this thread now, or None (the tensors' device).
+
+    The innermost ``target`` block's, else ``TRITONML_TARGET``'s.
+
+    Raises:
+        ValueError: ``TRITONML_TARGET`` names an unknown target.
+
+    Example:
+        >>> from tritonml import tuning
+        >>> with tuning.target("A100"):
+        ...     print(tuning.current().name)
+        A100
+    """
     return devices.active()
 
 
 def device(name: str) -> Device:
-    """The facts tritonml holds for the GPU ``name``."""
+    """The facts tritonml holds for the GPU ``name``.
+
+    Args:
+        name: A known target name, any case.
+
+    Returns:
+        The ``Device``: SM count, registers, shared memory and threads per SM, bandwidths, L2
+        size, launch overhead.
+
+    Raises:
+        ValueError: An unknown name (the message lists the known targets).
+
+    Example:
+        >>> from tritonml import tuning
+        >>> tuning.device("a100").sms, tuning.device("H100").sms
+        (108, 132)
+    """
     return devices.lookup(name, "name")
 
 
-def targets() -> tuple:
-    """The known target names."""
+def targets() -> Tuple[str, ...]:
+    """The known target names, sorted.
+
+    Example:
+        >>> from tritonml import tuning
+        >>> tuning.targets()
+        ('A100', 'H100')
+    """
     return tuple(sorted(devices.DEVICES))
 
 
 # ---------------------------------------------------------------------------------------------
 # Tuning problems ahead of time (``tritonml tune``; docs/tuning.md)
 # ---------------------------------------------------------------------------------------------
-SCAN_OPS = {"cumulative_sum": "sum", "cumulative_product": "product"}
+SCAN_OPS: Dict[str, str] = {"cumulative_sum": "sum", "cumulative_product": "product"}
 
 
-def op_names() -> tuple:
+def op_names() -> Tuple[str, ...]:
     """Every op ``tritonml tune --ops`` knows: the two scans and the reduce functions."""
     from .core.reduce_function import ReduceFunction
     return tuple(SCAN_OPS) + tuple(f.name for f in ReduceFunction)
 
 
-def parse_shapes(text: str, scan: str | None = None) -> list:
+def parse_shapes(text: str, scan: Optional[str] = None
+                 ) -> List[Tuple[Tuple[int, ...], Optional[Tuple[int, ...]]]]:
     """``"4096x4096:0,1x1048576:1,64x64x64:0+2,1024:all"`` -> [(shape, axes)]: axes joined by "+",
     "all" (reduce every axis), or left out (the last axis). ``scan``: the name of a scan among the
     ops tuned, which takes exactly one axis. ValueError naming ``--shapes``, the item and the rule."""
@@ -123,7 +244,7 @@ def _strides(shape) -> tuple:
     return tuple(reversed(strides))
 
 
-def plan_for(item, dtype, device):
+def plan_for(item: Any, dtype: "torch.dtype", device: "Optional[torch.device]") -> Tuple[Any, Any]:
     """The ``tritonml_autotune.select`` plan for a suite ``item`` (a contiguous input)."""
     from tritonml_autotune import select
     from .core.layout import axis_layout, reduce_layout
@@ -144,7 +265,8 @@ def plan_for(item, dtype, device):
                               out_bytes=record.out_bytes((dtype,))), layout
 
 
-def runner_factory(item, dtype, device, layout):
+def runner_factory(item: Any, dtype: "torch.dtype", device: "Optional[torch.device]", layout: Any
+                   ) -> Callable[[Any], Callable[[], None]]:
     """``make_runner`` for ``item`` on ``device``: each config launches the op into scratch
     tensors allocated once (zeros: timing does not depend on the values)."""
     import torch
@@ -177,7 +299,7 @@ def runner_factory(item, dtype, device, layout):
     return make_runner
 
 
-def config_text(fields: dict) -> str:
+def config_text(fields: Dict[str, Any]) -> str:
     """A config in one short cell: "columns 256x16 w8", "split 128x32 w8 s3", "chunked 4096x1 w8
     ct2 win256" (chunks of 2 tiles, look-back groups of 256 chunks)."""
     text = f"{fields['regime']} {fields['block_axis']}x{fields['block_inner']} w{fields['num_warps']}"
@@ -186,15 +308,34 @@ def config_text(fields: dict) -> str:
     return text + (f" s{fields['splits']}" if fields.get("splits", 1) > 1 else "")
 
 
-def markdown_table(header: tuple, rows: list) -> str:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A markdown table of ``header`` and ``rows`` (each cell through ``str``)."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(map(str, row)) + " |" for row in rows]
     return "\n".join(lines)
 
 
 def suite_choices_table(target_name: str) -> str:
-    """The cost model's choice for every problem of the benchmark suite on ``target_name``, as the
-    markdown table docs/tuning.md shows (tests check that the two agree)."""
+    """The cost model's choice for every problem of the benchmark suite on ``target_name``.
+
+    The markdown table docs/tuning.md shows (tests check that the two agree): per problem and
+    dtype, the heuristics' config, the cost model's, its programs per launch, registers and
+    modeled time over the ideal.
+
+    Args:
+        target_name: A known target name (``targets()``).
+
+    Returns:
+        The table, one row per problem and dtype.
+
+    Raises:
+        ValueError: An unknown target name.
+
+    Example:
+        >>> from tritonml import tuning
+        >>> print(tuning.suite_choices_table("H100").splitlines()[0])
+        | problem | dtype | heuristics | cost model | programs | registers | modeled / ideal |
+    """
     import torch
 
     from tritonml_autotune import cost, select, suite

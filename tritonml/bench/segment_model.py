@@ -68,12 +68,40 @@ class Modeled:
         return self.seconds / self.ideal_seconds
 
 
+def chunk_steps(offsets: np.ndarray, config, elements: int, op: str) -> np.ndarray:
+    """The tile steps each program of the segment kernel makes, in ticket order, as the kernel
+    decides them from ``offsets`` (``_inside_one_segment``): a chunk inside one segment goes
+    ``fold_tiles`` tiles a step, any other walks its tiles one at a time; a scan's chunk whose last
+    segment started before it first folds that segment's part (its tail), then scans."""
+    tiles = max(1, -(-elements // config.block_axis))
+    first = np.arange(0, tiles, config.chunk_tiles)
+    end = np.minimum(first + config.chunk_tiles, tiles)
+    walk = end - first
+    start = first * config.block_axis
+    segment = np.searchsorted(offsets, start, side="right") - 1
+    n = len(offsets) - 1
+    if op == "reduce":
+        following = offsets[np.minimum(segment + 1, n)]
+        inside = (following > end * config.block_axis) & ((start > 0) | (segment == 0))
+        return np.where(inside, -(-walk // config.fold_tiles), walk)
+    opened_before = (first > 0) & (offsets[np.minimum(segment, n)] != start)
+    last = np.minimum(end * config.block_axis, elements) - 1
+    last_start = offsets[np.searchsorted(offsets, last, side="right") - 1]
+    tail_tiles = end - np.maximum(last_start, start) // config.block_axis
+    general = walk + np.where(opened_before, tail_tiles, 0)
+    # a chunk with no segment start after its first element: its tail (the whole chunk) and its
+    # scan both go ``fold_tiles`` tiles a step (``_fold_inside``, ``_scan_inside``)
+    inside = offsets[np.minimum(segment + 1, n)] >= end * config.block_axis
+    folded = -(-walk // config.fold_tiles)
+    return np.where(inside, folded + np.where(opened_before, folded, 0), general)
+
+
 def modeled(distribution: Distribution, op: str, device=devices.H100) -> Modeled:
     """The segment kernel's launch for ``distribution`` (``op``: "reduce" or "scan")."""
     lengths = distribution.lengths
     elements, segments = int(lengths.sum()), len(lengths)
     with devices.targeting(device):
-        config = segment_config(elements, 1, 1, STATE_BYTES, "cuda")
+        config = segment_config(elements, 1, 1, STATE_BYTES, "cuda", scan=op == "scan")
     tile = config.block_axis * config.block_inner
     tiles = -(-elements // config.block_axis)
     chunk = config.chunk_tiles * config.block_axis          # elements per program
@@ -85,17 +113,16 @@ def modeled(distribution: Distribution, op: str, device=devices.H100) -> Modeled
     boundaries = (segments + 1) * OFFSET_BYTES
     published = programs * (config.block_inner * STATE_BYTES + cost.STATUS_WORD_BYTES)
     ideal = x + result + boundaries
-    steps = config.chunk_tiles
-    reread = 0.0
-    if op == "scan":
-        # chunks inside a segment longer than a chunk fold it first, then scan it (from L2)
-        spanned = int(np.sum(np.maximum(lengths - chunk, 0)))
-        reread = min(spanned, elements) * ELEMENT_BYTES
-        steps = 2 * steps
+    steps = chunk_steps(np.concatenate(([0], np.cumsum(lengths))), config, elements, op)
+    # a scan's chunk whose last segment started before it folds that segment's part first (its
+    # tail), then scans the chunk: the tail's tiles are read twice, the second time from L2
+    reread = float(np.sum(steps) - tiles) * config.block_axis * ELEMENT_BYTES if op == "scan" \
+        else 0.0
     launch = cost.Launch("segment", tile, config.num_warps, programs, ideal + published,
                          serial_tiles=-(-split // config.window),
                          tail_seconds=cost.CHUNKED_TAIL_ROUND_TRIPS * cost.FOLD_ROUND_TRIP_SECONDS,
-                         l2_bytes=reread, reread_bytes=reread, steps=steps)
+                         l2_bytes=reread, reread_bytes=reread, steps=int(steps.max()),
+                         total_steps=int(steps.sum()))
     seconds = cost.launch_seconds(device, launch, REGISTERS[op])
     return Modeled(distribution.label, op, elements, segments, programs, segments / programs,
                    split, (ideal + published) / ideal, seconds, model.ideal_seconds(device, ideal))

@@ -4,13 +4,14 @@ in shard order, into the result."""
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import torch
 
 from ..core.dtypes import is_float
 from ..core.reduce_function import ReduceFunction
 from ..core.shapes import reduced_shape
-from ..reduce_functions import record_of
+from ..reduce_functions import Fold, record_of
 from ..torch_ops.reduce import reduce as _reduce
 
 
@@ -41,7 +42,7 @@ def _local_argument(x, function: str, axes, sax):
 def _local_states(x, fn, red, sax) -> tuple:
     """One read of the shard with tritonml's reduce kernel: the partial state the fold needs (the
     function's record says which, ``ReduceRecord.fold``)."""
-    fold = record_of(fn).fold
+    fold = cast(Fold, record_of(fn).fold)  # every ReduceRecord has one
     if fold.how == "argument":
         return _local_argument(x, fn.name, red, sax)
     if fold.how == "mean":
@@ -54,7 +55,7 @@ def _local_states(x, fn, red, sax) -> tuple:
 def _fold(op, fn, states, lengths, other, red, sax, shard_shape, index_dtype):
     """The ranks' partial states, in shard order, folded into the result (rank kept)."""
     counts = [n * other for n in lengths]
-    fold = record_of(fn).fold
+    fold = cast(Fold, record_of(fn).fold)  # every ReduceRecord has one
     if fold.how == "argument":
         return _fold_argument(op, fn, states, lengths, other, red, sax, shard_shape, index_dtype)
     if fold.how == "mean":
@@ -72,7 +73,7 @@ def _fold(op, fn, states, lengths, other, red, sax, shard_shape, index_dtype):
             folded = torch.log(folded)
         return folded.to(means[0].dtype)
     stacked = torch.stack([s[0] for s in states])
-    return _reduce(stacked, fold.by, 0, keepdims=False)
+    return _reduce(stacked, cast(str, fold.by), 0, keepdims=False)  # "stack" names its function
 
 
 def _fold_argument(op, fn, states, lengths, other, red, sax, shard_shape, index_dtype):
@@ -98,7 +99,7 @@ def _fold_argument(op, fn, states, lengths, other, red, sax, shard_shape, index_
         values.append(value)
         indices.append(flat)
     stacked_values = torch.stack(values)
-    best = _reduce(stacked_values, record_of(fn).fold.by, 0, keepdims=True)
+    best = _reduce(stacked_values, cast(str, cast(Fold, record_of(fn).fold).by), 0, keepdims=True)
     # candidates: the ranks holding the best value (NaN: the ranks holding a NaN); the smallest
     # global index among them is the first occurrence over the whole tensor
     candidate = (stacked_values == best) | (stacked_values.isnan() & best.isnan()) \

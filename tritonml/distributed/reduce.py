@@ -3,8 +3,10 @@ exchanges one partial state per rank (``fold``) and folds them in shard order on
 that leave it alone reduce locally."""
 from __future__ import annotations
 
+import datetime
+import enum
 import math
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 import torch
 
@@ -20,6 +22,9 @@ from .dtensor import (check_placements, from_local, is_dtensor, mesh_shard, redu
 from .fold import _fold, _local_states
 from .spmd import METADATA_TIMEOUT, Step, check_shard, exchange, shard_record
 
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+
 _REDUCE_COMPARE = (("x", "dtype", "the shard dtype"), ("x", "rank", "the shard rank"),
                    ("x", "outside_axis", "the shard shape outside the sharded axis"),
                    ("sharded_axis", "axis", "sharded_axis"), ("function", "function", "function"),
@@ -27,19 +32,62 @@ _REDUCE_COMPARE = (("x", "dtype", "the shard dtype"), ("x", "rank", "the shard r
                    ("index_dtype", "index_dtype", "index_dtype"))
 
 
-def reduce(x, function, axes=None, *, sharded_axis: Optional[int] = None, group=None,
-           keepdims: bool = True, index_dtype: torch.dtype = torch.int64,
-           out: Optional[torch.Tensor] = None, timeout=None):
-    """``tritonml.reduce`` of a tensor sharded along ``sharded_axis`` over the ranks of ``group``
-    (None: the default group); ``x`` is this rank's shard, shards lie in rank order and may have
-    different lengths along ``sharded_axis`` (0 included). Reducing ``sharded_axis`` exchanges one
-    partial state per rank and folds them in rank order on every rank: every rank returns the
-    same bits. Axes that leave ``sharded_axis`` alone reduce locally (after the metadata check).
-    ARGMAX/ARGMIN return indices over the *global* reduced axes (row-major, first occurrence).
+def reduce(x: torch.Tensor, function: Union[ReduceFunction, str, enum.Enum],
+           axes: Union[int, Sequence[int], None] = None, *, sharded_axis: Optional[int] = None,
+           group: Optional["ProcessGroup"] = None, keepdims: bool = True,
+           index_dtype: torch.dtype = torch.int64, out: Optional[torch.Tensor] = None,
+           timeout: Optional[datetime.timedelta] = None) -> torch.Tensor:
+    """``tritonml.reduce`` of a tensor sharded along ``sharded_axis`` over the ranks of ``group``.
+
+    ``x`` is this rank's shard, shards lie in rank order and may have different lengths along
+    ``sharded_axis`` (0 included). Reducing ``sharded_axis`` exchanges one partial state per rank
+    and folds them in rank order on every rank: every rank returns the same bits. Axes that leave
+    ``sharded_axis`` alone reduce locally (after the metadata check). ARGMAX/ARGMIN return indices
+    over the *global* reduced axes (row-major, first occurrence). With SUM over shards ``[1, 2]``
+    and ``[3]``, both ranks return ``[6]``.
 
     A DTensor ``x`` takes ``sharded_axis`` from its placement (leave it None); the result is a
     DTensor, Replicate on the mesh dim whose shards were folded (every rank holds the fold), the
-    other placements kept (their dims renumbered when ``keepdims`` is False)."""
+    other placements kept (their dims renumbered when ``keepdims`` is False).
+
+    Args:
+        x: This rank's shard (or a DTensor).
+        function: A ``ReduceFunction`` or its name in any case, as for ``tritonml.reduce``.
+        axes: An int, a sequence of distinct ints, or None for all axes.
+        sharded_axis: The axis the shards lie along; required for a plain tensor, None for a
+            DTensor.
+        group: The process group; None: the default group.
+        keepdims: True keeps the rank with reduced axes of size 1; False drops them.
+        index_dtype: ARGMAX/ARGMIN output dtype, as for ``tritonml.reduce``.
+        out: A tensor to write the result into.
+        timeout: How long to wait for the other ranks at the metadata exchange
+            (``METADATA_TIMEOUT`` when None).
+
+    Returns:
+        The reduction (``out`` when given; a DTensor for a DTensor), the same bits on every rank.
+
+    Raises:
+        TypeError: ``sharded_axis`` missing for a plain tensor or given for a DTensor, or a
+            TypeError of ``tritonml.reduce``'s checks (raised on every rank).
+        RuntimeError: torch.distributed is not initialized, or a rank did not make the same call
+            within ``timeout``.
+        ValueError: The ranks disagree on the shard dtype, rank, shape outside the sharded axis,
+            ``sharded_axis``, ``function``, ``axes``, ``keepdims`` or ``index_dtype``, or a
+            ValueError of ``tritonml.reduce``'s checks (raised on every rank).
+
+    Example:
+        A single-process group (world size 1) runs as written.
+
+        >>> import torch, torch.distributed as dist
+        >>> import tritonml.distributed as td
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        >>> x = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+        >>> td.reduce(x, "sum", 0, sharded_axis=0)
+        tensor([[4., 6.]])
+        >>> td.reduce(x, "argmax", sharded_axis=0, keepdims=False)
+        tensor(3)
+        >>> dist.destroy_process_group()
+    """
     timeout = timeout or METADATA_TIMEOUT
     op = "tritonml.distributed.reduce"
     if is_dtensor(x):

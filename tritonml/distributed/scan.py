@@ -4,12 +4,13 @@ local inclusive scan gives the total). Every rank folds the totals of the shards
 into its carry-in and scans its shard from it (docs/distributed.md, "The algorithm")."""
 from __future__ import annotations
 
-from typing import Optional
+import datetime
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Tuple, Union, cast, overload
 
 import torch
 
 from ..core import checks as _checks
-from ..dsl import associative_scan as _single_device_associative_scan
+from ..dsl import associative_scan as _dsl_associative_scan
 from ..launchers.scan import check_initial_meta
 from ..launchers.scan_records import PRODUCT, SUM
 from ..torch_ops.reduce import reduce as _reduce
@@ -18,6 +19,16 @@ from ..torch_ops.scan import cumulative_sum as _cumulative_sum
 from .dtensor import (check_placements, from_local, is_dtensor, mesh_shard, sharding_mesh_dim,
                       to_local)
 from .spmd import METADATA_TIMEOUT, Step, check_shard, exchange, shard_record
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup
+
+# ``tritonml.associative_scan`` under ``torch.compiler.disable``, whose decorator the type checker
+# cannot see through: the same function, as a plain callable.
+_single_device_associative_scan: Callable[..., Any] = _dsl_associative_scan
+
+_Scalar = Union[bool, int, float]
+_Tensors = Union[torch.Tensor, Sequence[torch.Tensor]]
 
 _SCAN_COMPARE = (("x", "dtype", "the shard dtype"), ("x", "rank", "the shard rank"),
                  ("x", "outside_axis", "the shard shape outside the sharded axis"),
@@ -64,7 +75,7 @@ def _carry_in(exchanged, present: list, reverse: bool, fold_scan, initial):
     return carry
 
 
-def _sharded_scan(op: str, x, axis: int, run_local, run_shard, out, single: bool):
+def _sharded_scan(op: str, x, axis: int, run_local, run_shard, out, single: bool) -> Any:
     """A scan of DTensors like ``x`` along ``axis`` (normalized): ``run_local()`` on the local
     shards when no mesh dim shards ``axis``, else ``run_shard(group, position)`` through the
     protocol; the result back as DTensors of ``x``'s placements (``out`` itself when given; one
@@ -84,28 +95,106 @@ def _as_tuple(xs) -> tuple:
 # ---------------------------------------------------------------------------------------------
 # cumulative_sum, cumulative_product
 # ---------------------------------------------------------------------------------------------
-def cumulative_sum(x, axis: int, *, group=None, reverse: bool = False, exclusive: bool = False,
+def cumulative_sum(x: torch.Tensor, axis: int, *, group: Optional["ProcessGroup"] = None,
+                   reverse: bool = False, exclusive: bool = False,
                    initial: Optional[torch.Tensor] = None, out: Optional[torch.Tensor] = None,
-                   timeout=None):
-    """Running sum along ``axis`` of a tensor sharded along ``axis`` over the ranks of ``group``
-    (None: the default group): ``x`` is this rank's shard, the shards lie in rank order, and each
-    rank may hold a different length (0 included). A DTensor is scanned along its placement: a
-    Shard(axis) axis moves only the totals, any other axis is scanned locally; a DTensor comes back.
+                   timeout: Optional[datetime.timedelta] = None) -> torch.Tensor:
+    """Running sum along ``axis`` of a tensor sharded along ``axis`` over the ranks of ``group``.
 
-    ``initial`` (x's shape without ``axis``) is the carry-in of the whole scan: folded in before
-    rank 0's first element (reverse: before the last rank's last element). Only that rank reads
-    it; the others check its shape and dtype, so SPMD code may pass the same tensor everywhere.
-    ``timeout``: how long to wait for the other ranks at the metadata exchange
-    (``METADATA_TIMEOUT`` when None). Otherwise as ``tritonml.cumulative_sum``."""
-    return _cumulative("cumulative_sum", SUM.fold, _cumulative_sum, x, axis, group, reverse,
+    ``x`` is this rank's shard, the shards lie in rank order, and each rank may hold a different
+    length (0 included). Every rank calls it (SPMD); only a small metadata record and each
+    shard's total cross the network.
+    A DTensor is scanned along its placement: a Shard(axis) axis moves only the totals, any other
+    axis is scanned locally; a DTensor comes back. With shards ``[1, 2]`` on rank 0 and ``[3]`` on
+    rank 1, rank 0 returns ``[1, 3]`` and rank 1 ``[6]``. Otherwise as ``tritonml.cumulative_sum``.
+    The algorithm and its cost: docs/distributed.md.
+
+    Args:
+        x: This rank's shard (or a DTensor).
+        axis: The scanned axis, the one the shards lie along (negative counts from the end).
+        group: The process group; None: the default group.
+        reverse: Scan from the end of the whole axis (the last rank's last element) to its start.
+        exclusive: Each output leaves its own element out.
+        initial: The carry-in of the whole scan (x's shape without ``axis``): folded in before
+            rank 0's first element (reverse: before the last rank's last element). Only that rank
+            reads it; the others check its shape and dtype, so SPMD code may pass the same tensor
+            everywhere.
+        out: A tensor to write the result into, as for ``tritonml.cumulative_sum``.
+        timeout: How long to wait for the other ranks at the metadata exchange
+            (``METADATA_TIMEOUT`` when None).
+
+    Returns:
+        This rank's part of the scan (``out`` when given; a DTensor for a DTensor).
+
+    Raises:
+        RuntimeError: torch.distributed is not initialized, or a rank did not make the same call
+            within ``timeout``.
+        ValueError: The calling process is not in ``group``; the ranks disagree on the shard
+            dtype, rank, shape outside ``axis``, ``axis``, ``reverse`` or ``exclusive``; or any
+            error of ``tritonml.cumulative_sum``'s checks, raised on every rank (with its type)
+            when one rank's local check fails.
+        TypeError: As ``tritonml.cumulative_sum`` (raised on every rank).
+
+    Example:
+        A single-process group (world size 1) runs as written; with more ranks each passes its
+        own shard.
+
+        >>> import torch, torch.distributed as dist
+        >>> import tritonml.distributed as td
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        >>> td.cumulative_sum(torch.tensor([1.0, 2.0, 3.0]), 0)
+        tensor([1., 3., 6.])
+        >>> td.cumulative_sum(torch.tensor([1, 2, 3]), 0, exclusive=True, reverse=True)
+        tensor([5, 3, 0])
+        >>> dist.destroy_process_group()
+    """
+    return _cumulative("cumulative_sum", cast(str, SUM.fold), _cumulative_sum, x, axis, group,
+                       reverse,
                        exclusive, initial, out, timeout or METADATA_TIMEOUT)
 
 
-def cumulative_product(x, axis: int, *, group=None, reverse: bool = False,
-                       exclusive: bool = False, initial: Optional[torch.Tensor] = None,
-                       out: Optional[torch.Tensor] = None, timeout=None):
-    """Running product; see ``cumulative_sum``."""
-    return _cumulative("cumulative_product", PRODUCT.fold, _cumulative_product, x, axis, group,
+def cumulative_product(x: torch.Tensor, axis: int, *, group: Optional["ProcessGroup"] = None,
+                       reverse: bool = False, exclusive: bool = False,
+                       initial: Optional[torch.Tensor] = None, out: Optional[torch.Tensor] = None,
+                       timeout: Optional[datetime.timedelta] = None) -> torch.Tensor:
+    """Running product along ``axis`` of a tensor sharded along ``axis``; see ``cumulative_sum``.
+
+    Each rank's total is one read of its shard with the reduce kernel; every rank folds the totals
+    of the shards before its own into its carry-in and scans its shard from it. Otherwise as
+    ``tritonml.cumulative_product``.
+
+    Args:
+        x: This rank's shard (or a DTensor).
+        axis: The scanned axis, the one the shards lie along (negative counts from the end).
+        group: The process group; None: the default group.
+        reverse: Scan from the end of the whole axis to its start.
+        exclusive: Each output leaves its own element out.
+        initial: The carry-in of the whole scan, read by the rank where the traversal starts.
+        out: A tensor to write the result into.
+        timeout: How long to wait for the other ranks at the metadata exchange
+            (``METADATA_TIMEOUT`` when None).
+
+    Returns:
+        This rank's part of the scan (``out`` when given; a DTensor for a DTensor).
+
+    Raises:
+        RuntimeError: torch.distributed is not initialized, or a rank did not make the same call
+            within ``timeout``.
+        ValueError: As ``cumulative_sum``.
+        TypeError: As ``tritonml.cumulative_product`` (raised on every rank).
+
+    Example:
+        A single-process group (world size 1) runs as written.
+
+        >>> import torch, torch.distributed as dist
+        >>> import tritonml.distributed as td
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        >>> td.cumulative_product(torch.tensor([1, 2, 3, 4]), 0)
+        tensor([ 1,  2,  6, 24])
+        >>> dist.destroy_process_group()
+    """
+    return _cumulative("cumulative_product", cast(str, PRODUCT.fold), _cumulative_product, x,
+                       axis, group,
                        reverse, exclusive, initial, out, timeout or METADATA_TIMEOUT)
 
 
@@ -156,23 +245,87 @@ def _cumulative_shard(op, total_function, local_scan, x, axis, group, position, 
 
 def _scan_along_ranks(total_function: str, stacked: torch.Tensor) -> torch.Tensor:
     scan = _cumulative_sum if total_function == "SUM" else _cumulative_product
-    return scan(stacked, 0)
+    return cast(torch.Tensor, scan(stacked, 0))  # without return_carry: one tensor
 
 
 # ---------------------------------------------------------------------------------------------
 # associative_scan (user combine)
 # ---------------------------------------------------------------------------------------------
-def associative_scan(combine_fn, xs, axis: int, *, group=None, reverse: bool = False,
-                     exclusive: bool = False, identity=None, initial=None, out=None, timeout=None):
-    """A scan under a user ``combine_fn`` (a ``@triton.jit`` function of two tuple states, as for
-    ``tritonml.associative_scan``) of tensors sharded along ``axis`` over ``group``. ``combine_fn``
-    need not commute: the left argument is always the earlier one in traversal order.
+@overload
+def associative_scan(combine_fn: Callable[..., Any], xs: torch.Tensor, axis: int, *,
+                     group: Optional["ProcessGroup"] = ..., reverse: bool = ...,
+                     exclusive: bool = ..., identity: Union[_Scalar, Sequence[_Scalar], None] = ...,
+                     initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
+                     timeout: Optional[datetime.timedelta] = ...) -> torch.Tensor: ...
+
+
+@overload
+def associative_scan(combine_fn: Callable[..., Any], xs: Sequence[torch.Tensor], axis: int, *,
+                     group: Optional["ProcessGroup"] = ..., reverse: bool = ...,
+                     exclusive: bool = ..., identity: Union[_Scalar, Sequence[_Scalar], None] = ...,
+                     initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
+                     timeout: Optional[datetime.timedelta] = ...) -> Tuple[torch.Tensor, ...]: ...
+
+
+def associative_scan(combine_fn: Callable[..., Any], xs: _Tensors, axis: int, *,
+                     group: Optional["ProcessGroup"] = None, reverse: bool = False,
+                     exclusive: bool = False,
+                     identity: Union[_Scalar, Sequence[_Scalar], None] = None,
+                     initial: Optional[_Tensors] = None, out: Optional[_Tensors] = None,
+                     timeout: Optional[datetime.timedelta] = None
+                     ) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:
+    """A scan under a user ``combine_fn`` of tensors sharded along ``axis`` over ``group``.
+
+    ``combine_fn`` is a ``@triton.jit`` function of two tuple states, as for
+    ``tritonml.associative_scan``; it need not commute: the left argument is always the earlier
+    one in traversal order.
 
     A shard's total under a user combine has no reduce kernel, so each rank first runs a local
     inclusive scan into a scratch buffer and takes its last element in traversal order (an extra
     read and write of the shard: 4 passes in all instead of 3). Empty shards contribute nothing.
-    ``initial``, ``identity``, ``out``: as ``tritonml.associative_scan``; ``initial`` (a tuple) is
-    read on the rank where the traversal starts, as for ``cumulative_sum``."""
+    DTensors are scanned along their placement, as for ``cumulative_sum``.
+
+    Args:
+        combine_fn: A ``@triton.jit`` function ``f(a, b)`` of two states (tuples, one value per
+            tensor of ``xs``), associative.
+        xs: This rank's shard: a tensor or a tuple of tensors of one shape (or DTensors).
+        axis: The scanned axis, the one the shards lie along.
+        group: The process group; None: the default group.
+        reverse: Scan from the end of the whole axis to its start.
+        exclusive: Each output leaves its own element out (needs ``identity``).
+        identity: As ``tritonml.associative_scan``: one value per tensor.
+        initial: As ``tritonml.associative_scan`` (a tuple); read on the rank where the traversal
+            starts, as for ``cumulative_sum``.
+        out: As ``tritonml.associative_scan``.
+        timeout: How long to wait for the other ranks at the metadata exchange
+            (``METADATA_TIMEOUT`` when None).
+
+    Returns:
+        This rank's part of the scan: a tensor if ``xs`` is a tensor, else a tuple.
+
+    Raises:
+        RuntimeError: torch.distributed is not initialized, or a rank did not make the same call
+            within ``timeout``.
+        ValueError: An empty ``xs``, an ``initial`` of the wrong length, the ranks disagreeing on
+            the shard dtypes, rank, shape outside ``axis``, ``axis``, ``reverse`` or
+            ``exclusive``, or an error of ``tritonml.associative_scan``'s checks (raised on every
+            rank, with its type).
+
+    Example:
+        A single-process group (world size 1) runs as written; the combine keeps a running
+        maximum.
+
+        >>> import torch, torch.distributed as dist
+        >>> import tritonml.distributed as td    # tritonml before triton (it picks the backend)
+        >>> import triton, triton.language as tl
+        >>> @triton.jit
+        ... def running_max(a, b):
+        ...     return (tl.maximum(a[0], b[0]),)
+        >>> dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        >>> td.associative_scan(running_max, torch.tensor([3, 1, 4, 1, 5]), 0)
+        tensor([3, 3, 4, 4, 5])
+        >>> dist.destroy_process_group()
+    """
     timeout = timeout or METADATA_TIMEOUT
     op = "tritonml.distributed.associative_scan"
     if not any(is_dtensor(t) for t in _as_tuple(xs)):

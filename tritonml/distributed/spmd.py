@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime
 import pickle
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, Final, List, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -28,7 +28,17 @@ from ..core import checks as _checks
 # How long a rank waits for the others at the metadata exchange (the first collective of every
 # call): a rank that never arrives (it crashed, or called something else) turns into an error
 # here instead of a hang. Data collectives run under the process group's own timeout.
-METADATA_TIMEOUT = datetime.timedelta(seconds=120)
+METADATA_TIMEOUT: Final[datetime.timedelta] = datetime.timedelta(seconds=120)
+"""How long a rank waits for the others at the metadata exchange, the first collective of every
+``tritonml.distributed`` call (120 seconds; a call's ``timeout=None`` means this): a rank that
+never arrives (it crashed, or called something else) turns into a RuntimeError here instead of a
+hang. Data collectives run under the process group's own timeout.
+
+Example:
+    >>> from tritonml.distributed import METADATA_TIMEOUT
+    >>> METADATA_TIMEOUT.total_seconds()
+    120.0
+"""
 
 _ERROR_TYPES = {cls.__name__: cls for cls in (TypeError, ValueError, NotImplementedError,
                                                RuntimeError, IndexError, OverflowError)}

@@ -8,17 +8,22 @@ reports a bad value as a ``DescriptorError`` like every other field.
 from __future__ import annotations
 
 import enum
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Any, Final, Optional, Type, TypeVar, Union
 
 import torch
+
+if TYPE_CHECKING:
+    import numpy
 
 from ..core.reduce_function import ReduceFunction
 from .errors import DescriptorError
 
-UINT32_MAX = 2**32 - 1
-UINT64_MAX = 2**64 - 1
-MAX_ELEMENT_COUNT = 2**32 - 1       # DML_BUFFER_TENSOR_DESC: at most 2^32 - 1 elements
-DIMENSION_COUNT_MAX = 8             # DML_TENSOR_DIMENSION_COUNT_MAX1 (feature level 3_0 and later)
+UINT32_MAX: Final[int] = 2**32 - 1
+UINT64_MAX: Final[int] = 2**64 - 1
+MAX_ELEMENT_COUNT: Final[int] = 2**32 - 1  # DML_BUFFER_TENSOR_DESC: at most 2^32 - 1 elements
+DIMENSION_COUNT_MAX: Final[int] = 8  # DML_TENSOR_DIMENSION_COUNT_MAX1 (feature level 3_0 and later)
+
+_E = TypeVar("_E", bound="_DmlEnum")
 
 
 def _wrong_type(cls, value) -> str:
@@ -34,12 +39,20 @@ class _DmlEnum(enum.IntEnum):
     """Parsing by name: the short name (``FLOAT32``), the directml.h name
     (``DML_TENSOR_DATA_TYPE_FLOAT32``), any case."""
 
-    def __init_subclass__(cls, prefix: str = "", **kwargs):
+    _dml_prefix: str
+
+    def __init_subclass__(cls, prefix: str = "", **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._dml_prefix = prefix  # directml.h's prefix of every member name
 
     @classmethod
-    def parse(cls, value, path: str = ""):
+    def parse(cls: Type[_E], value: object, path: str = "") -> _E:
+        """The member ``value`` names: a member, another enum's member of the same name, the short
+        name (``"FLOAT32"``) or the directml.h name (``"DML_TENSOR_DATA_TYPE_FLOAT32"``), any case.
+
+        Raises:
+            DescriptorError: At ``path``: ``value`` is not a name, or names no member.
+        """
         if isinstance(value, cls):
             return value
         if isinstance(value, enum.Enum) and not isinstance(value, bool):
@@ -57,13 +70,14 @@ class _DmlEnum(enum.IntEnum):
 
     @classmethod
     def names(cls) -> str:
+        """The member names, comma-separated (for messages)."""
         return ", ".join(cls.__members__)
 
     def __str__(self) -> str:
         return self.name
 
 
-def parse_reduce_function(value, path: str = "function") -> ReduceFunction:
+def parse_reduce_function(value: Any, path: str = "function") -> ReduceFunction:
     """A ReduceFunction field: ``ReduceFunction.parse``, its errors reported in this layer's words,
     as a DescriptorError at ``path``."""
     try:
@@ -76,8 +90,22 @@ def parse_reduce_function(value, path: str = "function") -> ReduceFunction:
 
 
 class DataType(_DmlEnum, prefix="DML_TENSOR_DATA_TYPE_"):
-    """DML_TENSOR_DATA_TYPE. BFLOAT16 is tritonml's extension (DirectML has none): its value is
-    outside directml.h's range, and only ``feature_level=None`` accepts it."""
+    """DML_TENSOR_DATA_TYPE: the element type of a tensor desc, with directml.h's values.
+
+    BFLOAT16 is tritonml's extension (DirectML has none): its value is outside directml.h's range,
+    and only ``feature_level=None`` accepts it. ``DataType.parse`` reads a member, the short name
+    (``"FLOAT32"``) or directml.h's (``"DML_TENSOR_DATA_TYPE_FLOAT32"``), any case, and raises
+    ``DescriptorError`` for anything else; ``str(member)`` is its short name.
+
+    Example:
+        >>> from tritonml.dml import DataType
+        >>> DataType.parse("dml_tensor_data_type_float16")
+        <DataType.FLOAT16: 2>
+        >>> DataType.FLOAT16.element_size, DataType.FLOAT16.torch_dtype
+        (2, torch.float16)
+        >>> DataType.from_torch(torch.int32)
+        <DataType.INT32: 6>
+    """
     FLOAT32 = 1
     FLOAT16 = 2
     UINT32 = 3
@@ -93,20 +121,27 @@ class DataType(_DmlEnum, prefix="DML_TENSOR_DATA_TYPE_"):
 
     @property
     def torch_dtype(self) -> torch.dtype:
+        """The torch dtype of this type's elements."""
         return _TORCH_DTYPE[self]
 
     @property
     def element_size(self) -> int:
+        """The size of one element in bytes."""
         return _TORCH_DTYPE[self].itemsize
 
     @property
-    def numpy_dtype(self):
+    def numpy_dtype(self) -> Optional["numpy.dtype[Any]"]:
         """The numpy dtype, or None for BFLOAT16 (numpy has no bfloat16)."""
         import numpy as np
         return None if self is DataType.BFLOAT16 else np.dtype(self.name.lower())
 
     @classmethod
     def from_torch(cls, dtype: torch.dtype) -> "DataType":
+        """The DataType of a torch dtype.
+
+        Raises:
+            DescriptorError: At ``data_type``: the dtype has no DataType (complex, bool, float8).
+        """
         for member, td in _TORCH_DTYPE.items():
             if td == dtype:
                 return member
@@ -122,14 +157,28 @@ _TORCH_DTYPE = {
 
 
 class AxisDirection(_DmlEnum, prefix="DML_AXIS_DIRECTION_"):
-    """DML_AXIS_DIRECTION: INCREASING scans from index 0, DECREASING from the end."""
+    """DML_AXIS_DIRECTION: INCREASING scans from index 0, DECREASING from the end.
+
+    Example:
+        >>> from tritonml.dml import AxisDirection
+        >>> AxisDirection.parse("DML_AXIS_DIRECTION_DECREASING"), int(AxisDirection.DECREASING)
+        (<AxisDirection.DECREASING: 1>, 1)
+    """
     INCREASING = 0
     DECREASING = 1
 
 
 class TensorFlags(_DmlEnum, prefix="DML_TENSOR_FLAG_"):
-    """DML_TENSOR_FLAGS. OWNED_BY_DML (inputs only) tells DirectML the data is bound once at
-    initialization; tritonml has no initialization step, so it is accepted and has no effect."""
+    """DML_TENSOR_FLAGS.
+
+    OWNED_BY_DML (inputs only) tells DirectML the data is bound once at initialization; tritonml
+    has no initialization step, so it is accepted and has no effect.
+
+    Example:
+        >>> from tritonml.dml import TensorFlags
+        >>> TensorFlags.parse("owned_by_dml")
+        <TensorFlags.OWNED_BY_DML: 1>
+    """
     NONE = 0
     OWNED_BY_DML = 1
 
@@ -139,7 +188,16 @@ class FeatureLevel(_DmlEnum):
 
     5_1 to 6_4 exist in directml.h (DirectML 1.10 to 1.15); they change nothing for these three
     operators: the operators' support tables end with rows that hold for "5_0 and above", so
-    validation at 5_1+ equals validation at 5_0.
+    validation at 5_1+ equals validation at 5_0. Levels compare in order (``LEVEL_4_0 <
+    LEVEL_5_0``).
+
+    Example:
+        >>> from tritonml.dml import FeatureLevel
+        >>> level = FeatureLevel.parse("4.1")
+        >>> level, str(level), hex(level)
+        (<FeatureLevel.LEVEL_4_1: 16640>, '4_1', '0x4100')
+        >>> FeatureLevel.parse(0x5000) > level
+        True
     """
     LEVEL_1_0 = 0x1000
     LEVEL_2_0 = 0x2000
@@ -158,8 +216,12 @@ class FeatureLevel(_DmlEnum):
     LEVEL_6_4 = 0x6400
 
     @classmethod
-    def parse(cls, value, path: str = "feature_level"):
-        """A FeatureLevel from a member, ``"4_0"``, ``"4.0"``, ``"DML_FEATURE_LEVEL_4_0"`` or 0x4000."""
+    def parse(cls, value: object, path: str = "feature_level") -> "FeatureLevel":
+        """A FeatureLevel from a member, ``"4_0"``, ``"4.0"``, ``"DML_FEATURE_LEVEL_4_0"`` or 0x4000.
+
+        Raises:
+            DescriptorError: At ``path``: ``value`` names no feature level.
+        """
         if isinstance(value, cls):
             return value
         if isinstance(value, int) and not isinstance(value, bool):
@@ -181,6 +243,7 @@ class FeatureLevel(_DmlEnum):
 
     @classmethod
     def names(cls) -> str:
+        """The levels' suffixes, comma-separated (for messages)."""
         return ", ".join(str(m) for m in cls)
 
     def __str__(self) -> str:
@@ -188,9 +251,20 @@ class FeatureLevel(_DmlEnum):
 
 
 # The highest level the operators' pages document (their tables end at "5_0 and above").
-DEFAULT_FEATURE_LEVEL = FeatureLevel.LEVEL_5_0
+DEFAULT_FEATURE_LEVEL: Final[FeatureLevel] = FeatureLevel.LEVEL_5_0
+"""The feature level ``validate``, ``check``, ``supported`` and ``compile_operator`` use by
+default: 5_0, the highest level the operators' pages document (their tables end at "5_0 and
+above").
+
+Example:
+    >>> from tritonml.dml import DEFAULT_FEATURE_LEVEL
+    >>> DEFAULT_FEATURE_LEVEL, str(DEFAULT_FEATURE_LEVEL)
+    (<FeatureLevel.LEVEL_5_0: 20480>, '5_0')
+"""
 
 LevelArg = Union[FeatureLevel, str, int, None]
+"""What a ``feature_level`` argument takes: a FeatureLevel, its name (``"4_0"``), its value
+(0x4000), or None for tritonml's own, wider support."""
 
 
 def parse_level(feature_level: LevelArg) -> Optional[FeatureLevel]:

@@ -3,13 +3,25 @@ field) and ``DescriptorError`` (every problem found, raised at once)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence, Union
+from typing import List, Sequence, Union
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One broken rule: ``field`` is the path of the offending field (``input_tensor.sizes[1]``),
-    ``rule`` says what the rule is and what was found."""
+    """One broken rule of a descriptor, a JSON document or a buffer.
+
+    ``str(problem)`` is ``"field: rule"``; ``validate`` returns a list of them, and a
+    ``DescriptorError`` carries them.
+
+    Attributes:
+        field: The path of the offending field (``input_tensor.sizes[1]``).
+        rule: What the rule is and what was found.
+
+    Example:
+        >>> from tritonml.dml import Problem
+        >>> print(Problem("input_tensor.sizes[1]", "every size must be at least 1, got 0"))
+        input_tensor.sizes[1]: every size must be at least 1, got 0
+    """
     field: str
     rule: str
 
@@ -20,11 +32,34 @@ class Problem:
 class DescriptorError(ValueError):
     """An invalid descriptor, JSON document or buffer.
 
-    ``field``: the path of the first broken field; ``problems``: every broken rule found (a list of
-    ``Problem``); the message lists them all, one per line.
+    A ``ValueError``; the message lists every problem, one per line (``"field: rule"``).
+
+    Args:
+        problems: One ``Problem``, or every problem found (at least one).
+
+    Raises:
+        ValueError: ``problems`` is empty.
+
+    Attributes:
+        problems: Every broken rule found (a list of ``Problem``).
+        field: The path of the first broken field.
+        rule: The first problem's rule.
+
+    Example:
+        >>> from tritonml.dml import DescriptorError, Problem
+        >>> error = DescriptorError([Problem("axis", "got 5"), Problem("axes[0]", "got -1")])
+        >>> error.field
+        'axis'
+        >>> print(error)
+        axis: got 5
+        axes[0]: got -1
     """
 
-    def __init__(self, problems: Union[Problem, Sequence[Problem]]):
+    problems: List[Problem]
+    field: str
+    rule: str
+
+    def __init__(self, problems: Union[Problem, Sequence[Problem]]) -> None:
         if isinstance(problems, Problem):
             problems = [problems]
         self.problems = list(problems)
@@ -36,6 +71,7 @@ class DescriptorError(ValueError):
 
     @classmethod
     def at(cls, path: str, rule: str) -> "DescriptorError":
+        """The error of one problem: ``rule`` broken at ``path``."""
         return cls(Problem(path, rule))
 
 

@@ -97,9 +97,34 @@ class CompiledOperator:
     values are read and written through the flag. The cumulative operators may run in place
     (``output_buffer`` is ``input_buffer`` with the same layout). Only the elements the output desc
     addresses are written. Returns ``output_buffer``.
+
+    Made by ``compile_operator``, which validates the desc first; the constructor itself checks
+    nothing.
+
+    Args:
+        desc: The operator desc to run.
+        feature_level: The level it was validated at (None: tritonml's own support).
+
+    Attributes:
+        desc: The operator desc.
+        feature_level: The level it was validated at (None: tritonml's own support).
+
+    Example:
+        >>> import torch
+        >>> from tritonml.dml import CumulativeSummationOperatorDesc, TensorDesc, compile_operator
+        >>> t = TensorDesc("FLOAT32", [3])
+        >>> compiled = compile_operator(CumulativeSummationOperatorDesc(t, t, axis=0))
+        >>> compiled
+        CompiledOperator(CumulativeSummationOperatorDesc, feature_level=5_0)
+        >>> buffer = torch.tensor([1.0, 2.0, 3.0])
+        >>> compiled(buffer, buffer)      # in place
+        tensor([1., 3., 6.])
     """
 
-    def __init__(self, desc: OperatorDesc, feature_level: Optional[FeatureLevel]):
+    desc: OperatorDesc
+    feature_level: Optional[FeatureLevel]
+
+    def __init__(self, desc: OperatorDesc, feature_level: Optional[FeatureLevel]) -> None:
         self.desc = desc
         self.feature_level = feature_level
 
@@ -108,12 +133,31 @@ class CompiledOperator:
         return f"CompiledOperator({type(self.desc).__name__}, feature_level={level})"
 
     def __call__(self, input_buffer: torch.Tensor, output_buffer: torch.Tensor) -> torch.Tensor:
+        """Run the operator: read ``input_buffer``, write ``output_buffer`` (outside autograd).
+
+        Args:
+            input_buffer: Raw storage for the input desc: a contiguous tensor of any dtype, on the
+                device tritonml runs on, at least the desc's ``total_tensor_size_in_bytes`` long.
+            output_buffer: Raw storage for the output desc, likewise; the cumulative operators may
+                pass ``input_buffer`` itself (in place, same layout).
+
+        Returns:
+            ``output_buffer``.
+
+        Raises:
+            DescriptorError: At ``input_buffer`` / ``output_buffer``, before anything is written:
+                a buffer torch cannot hand to a kernel (sparse, quantized, nested, meta,
+                ZeroTensor), on the wrong device, not contiguous, too small, misaligned, a
+                reinterpreted buffer with torch's negative or conjugate bit, buffers on two
+                devices, or an output that overlaps the input (other than exactly, in place, for
+                the cumulative operators).
+        """
         # Buffers are storage, not autograd values: viewing and writing them is outside autograd.
         with torch.no_grad():
             self._execute(input_buffer, output_buffer)
         return output_buffer
 
-    def _execute(self, input_buffer, output_buffer) -> None:
+    def _execute(self, input_buffer: torch.Tensor, output_buffer: torch.Tensor) -> None:
         desc = self.desc
         x = _bind("input_buffer", input_buffer, desc.input_tensor)
         out = _bind("output_buffer", output_buffer, desc.output_tensor)
@@ -145,7 +189,26 @@ def compile_operator(desc: OperatorDesc, feature_level: LevelArg = DEFAULT_FEATU
                      ) -> CompiledOperator:
     """Validate ``desc`` at ``feature_level`` (see ``validate``) and return a CompiledOperator.
 
-    Raises DescriptorError listing every broken rule.
+    Args:
+        desc: An operator desc.
+        feature_level: A FeatureLevel (or ``"4_0"``); default 5_0; None: tritonml's own, wider
+            support.
+
+    Returns:
+        The CompiledOperator: call it with ``(input_buffer, output_buffer)``.
+
+    Raises:
+        DescriptorError: Listing every broken rule.
+        TypeError: ``desc`` is not an operator desc.
+
+    Example:
+        >>> import torch
+        >>> from tritonml.dml import ReduceOperatorDesc, TensorDesc, compile_operator
+        >>> desc = ReduceOperatorDesc("ARGMAX", TensorDesc("FLOAT32", [4]),
+        ...                           TensorDesc("UINT32", [1]), axes=[0])
+        >>> compiled = compile_operator(desc, feature_level="4_1")
+        >>> compiled(torch.tensor([3.0, 7.0, 7.0, 1.0]), torch.zeros(1, dtype=torch.uint32))
+        tensor([1], dtype=torch.uint32)
     """
     level = parse_level(feature_level)
     check(desc, level)

@@ -7,7 +7,7 @@ Rows are "this level and above", newest first; ``supported`` picks the row in fo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import FrozenSet, Iterable, Optional, Tuple, Union, cast
 
 from ..reduce_functions import RECORDS
 from .descs import operator_type_name
@@ -18,14 +18,23 @@ from .enums import (DEFAULT_FEATURE_LEVEL, DIMENSION_COUNT_MAX, DataType, Featur
 @dataclass(frozen=True)
 class Support:
     """What an operator (or a reduce function) accepts at a level: dimension counts, input data
-    types and output data types (None: the output has the input's type)."""
+    types and output data types (None: the output has the input's type).
+
+    One row of an operator page's "Tensor support" table (``supported`` returns the row in force).
+
+    Attributes:
+        since: The first feature level the row holds at; None for tritonml's own support.
+        dimension_counts: The DimensionCounts accepted (``(4,)``, or 1 to 8).
+        input_types: The input data types accepted.
+        output_types: The output data types accepted; None: the output has the input's type.
+    """
     since: Optional[FeatureLevel]
-    dimension_counts: tuple
-    input_types: frozenset
-    output_types: Optional[frozenset] = None
+    dimension_counts: Tuple[int, ...]
+    input_types: FrozenSet[DataType]
+    output_types: Optional[FrozenSet[DataType]] = None
 
 
-def _types(*names) -> frozenset:
+def _types(*names: str) -> FrozenSet[DataType]:
     return frozenset(DataType[n] for n in names)
 
 
@@ -112,13 +121,38 @@ def table_for(operator_type: str, function: Optional[ReduceFunction]) -> tuple:
         return _CUMSUM_TABLE
     if operator_type == "CUMULATIVE_PRODUCT":
         return _CUMPROD_TABLE
-    return _REDUCE_TABLES[function]
+    return _REDUCE_TABLES[cast(ReduceFunction, function)]
 
 
-def supported(operator_type: str, feature_level: LevelArg = DEFAULT_FEATURE_LEVEL,
-              function: Optional[ReduceFunction] = None) -> Optional[Support]:
+def supported(operator_type: Union[str, type], feature_level: LevelArg = DEFAULT_FEATURE_LEVEL,
+              function: Union[ReduceFunction, str, None] = None) -> Optional[Support]:
     """The support row in force for an operator (and reduce function) at a level; None when the
-    operator does not exist at that level. ``feature_level=None``: tritonml's own support."""
+    operator does not exist at that level. ``feature_level=None``: tritonml's own support.
+
+    Args:
+        operator_type: ``"CUMULATIVE_SUMMATION"``, ``"CUMULATIVE_PRODUCT"`` or ``"REDUCE"`` (any
+            case, with or without ``DML_OPERATOR_``), or an operator desc class.
+        feature_level: A FeatureLevel, its name (``"4_0"``) or value; None: tritonml's own, wider
+            support.
+        function: The reduce function (or its name); required for ``"REDUCE"``.
+
+    Returns:
+        The Support row, or None when the operator does not exist at that level.
+
+    Raises:
+        ValueError: ``"REDUCE"`` without a ``function``.
+        DescriptorError: An unknown operator type, feature level or reduce function.
+
+    Example:
+        >>> from tritonml.dml import supported
+        >>> row = supported("CUMULATIVE_SUMMATION", "4_0")
+        >>> row.dimension_counts, sorted(t.name for t in row.input_types)
+        ((1, 2, 3, 4, 5, 6, 7, 8), ['FLOAT16', 'FLOAT32', 'INT32', 'UINT32'])
+        >>> supported("CUMULATIVE_PRODUCT", "3_0") is None    # introduced in 3_1
+        True
+        >>> sorted(t.name for t in supported("REDUCE", "2_1", "ARGMAX").output_types)
+        ['UINT32']
+    """
     operator_type = operator_type_name(operator_type)
     if operator_type == "REDUCE":
         if function is None:
@@ -126,8 +160,9 @@ def supported(operator_type: str, feature_level: LevelArg = DEFAULT_FEATURE_LEVE
         function = parse_reduce_function(function, "function")
     level = parse_level(feature_level)
     if level is None:
-        return _TRITONML_REDUCE[function] if operator_type == "REDUCE" else _TRITONML_SCAN
-    for row in table_for(operator_type, function):
+        return (_TRITONML_REDUCE[cast(ReduceFunction, function)] if operator_type == "REDUCE"
+                else _TRITONML_SCAN)
+    for row in table_for(operator_type, cast(Optional[ReduceFunction], function)):
         if level >= row.since:
             return row
     return None

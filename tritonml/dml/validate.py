@@ -8,10 +8,10 @@ constraints between its fields (axis in range, output sizes and data type).
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 from ..core.shapes import reduced_shape
-from .descs import OPERATOR_CLASSES, SCAN_DESCS, TensorDesc
+from .descs import OPERATOR_CLASSES, SCAN_DESCS, OperatorDesc, TensorDesc
 from .enums import (DEFAULT_FEATURE_LEVEL, DIMENSION_COUNT_MAX, MAX_ELEMENT_COUNT, UINT32_MAX,
                     UINT64_MAX, DataType, FeatureLevel, LevelArg, ReduceFunction, TensorFlags,
                     parse_level)
@@ -26,7 +26,7 @@ _INDEX_MAX = {DataType.INT32: 2**31 - 1, DataType.UINT32: 2**32 - 1, DataType.IN
 # ============================================================================================
 # DML_BUFFER_TENSOR_DESC's rules
 # ============================================================================================
-def tensor_problems(t: TensorDesc, path: str, *, is_output: bool) -> list:
+def tensor_problems(t: TensorDesc, path: str, *, is_output: bool) -> List[Problem]:
     """DML_BUFFER_TENSOR_DESC's rules (independent of the feature level)."""
     p = lambda f: join_path(path, f)  # noqa: E731
     problems = []
@@ -201,12 +201,38 @@ def _shape_problems(desc) -> list:
 # ============================================================================================
 # validate / check
 # ============================================================================================
-def validate(desc, feature_level: LevelArg = DEFAULT_FEATURE_LEVEL) -> list:
+def validate(desc: OperatorDesc, feature_level: LevelArg = DEFAULT_FEATURE_LEVEL
+             ) -> List[Problem]:
     """Every rule ``desc`` breaks at ``feature_level`` as a list of ``Problem`` (empty: valid).
 
-    feature_level: a FeatureLevel (or ``"4_0"``); default: the highest level the operators' pages
-    document (5_0); None: tritonml's own, wider support (bfloat16, float64, every integer type the
-    kernels take).
+    Three kinds of rule: DML_BUFFER_TENSOR_DESC's (sizes, strides, buffer size, alignment, flags;
+    the same at every level), the operator's support at the level (``supported``), and the
+    operator's constraints between its fields (axis in range, output sizes and data type). One
+    problem per field and rule, ordered by field.
+
+    Args:
+        desc: An operator desc.
+        feature_level: A FeatureLevel (or ``"4_0"``); default: the highest level the operators'
+            pages document (5_0); None: tritonml's own, wider support (bfloat16, float64, every
+            integer type the kernels take).
+
+    Returns:
+        Every broken rule, each naming its field (empty: valid).
+
+    Raises:
+        TypeError: ``desc`` is not an operator desc.
+        DescriptorError: An unknown ``feature_level``.
+
+    Example:
+        >>> from tritonml.dml import CumulativeSummationOperatorDesc, TensorDesc, validate
+        >>> t = TensorDesc("FLOAT64", [2, 3])
+        >>> desc = CumulativeSummationOperatorDesc(t, TensorDesc("FLOAT64", [2, 4]), axis=2)
+        >>> for problem in validate(desc, feature_level=None):
+        ...     print(problem)
+        output_tensor.sizes[1]: must equal input_tensor.sizes[1]: expected 3, got 4
+        axis: must be less than input_tensor's DimensionCount (2) and non-negative (a UINT); got 2
+        >>> validate(CumulativeSummationOperatorDesc(t, t, axis=1), feature_level=None)
+        []
     """
     if not isinstance(desc, tuple(OPERATOR_CLASSES.values())):
         names = ", ".join(c.__name__ for c in OPERATOR_CLASSES.values())
@@ -229,8 +255,28 @@ def _problem_order(problem: Problem):
     return _FIELD_ORDER.index(head) if head in _FIELD_ORDER else len(_FIELD_ORDER)
 
 
-def check(desc, feature_level: LevelArg = DEFAULT_FEATURE_LEVEL) -> None:
-    """Raise a DescriptorError listing every broken rule (nothing when ``desc`` is valid)."""
+def check(desc: OperatorDesc, feature_level: LevelArg = DEFAULT_FEATURE_LEVEL) -> None:
+    """Raise a DescriptorError listing every broken rule (nothing when ``desc`` is valid).
+
+    Args:
+        desc: An operator desc.
+        feature_level: As for ``validate``.
+
+    Raises:
+        DescriptorError: ``validate`` found problems: every one of them, one per line.
+        TypeError: ``desc`` is not an operator desc.
+
+    Example:
+        >>> from tritonml.dml import (CumulativeSummationOperatorDesc, DescriptorError,
+        ...                           TensorDesc, check)
+        >>> t = TensorDesc("FLOAT64", [3])
+        >>> try:
+        ...     check(CumulativeSummationOperatorDesc(t, t, axis=0))   # at 5_0: no FLOAT64
+        ... except DescriptorError as error:
+        ...     print(error.field)
+        input_tensor.data_type
+        >>> check(CumulativeSummationOperatorDesc(t, t, axis=0), feature_level=None)
+    """
     problems = validate(desc, feature_level)
     if problems:
         raise DescriptorError(problems)

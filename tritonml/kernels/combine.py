@@ -12,11 +12,19 @@ changes nothing on the GPU.
 """
 from __future__ import annotations
 
+# pyright: reportGeneralTypeIssues=false, reportArgumentType=false, reportOperatorIssue=false
+# (this file is ``@triton.jit`` code: triton.language's Python signatures do not describe what its
+# compiler accepts, e.g. ``tl.static_range`` loops, ``len`` of a ``tl.constexpr`` tuple, plain
+# bools for ``tl.constexpr`` parameters; the kernels' parameters stay unannotated, since Triton
+# reads a parameter's annotation as a specialization.)
+
 from ..core import backend as _backend, triton_compat as _triton_compat
 from ..core.triton_compat import reduce_along, scan_along
 
 import triton
 import triton.language as tl
+
+__all__ = ["merge_along"]
 
 # Sum: exact for integers (wraps modulo 2**bits), IEEE addition for floats (NaN propagates).
 add = _triton_compat.sum_combine
@@ -109,7 +117,50 @@ def cast_state(state, DTYPES: tl.constexpr):
 def merge_along(state, merge):
     """Fold dim 0 (a power of two) of every component with ``merge``: row i with row i + half,
     repeated, a fixed log-depth tree (the same on the interpreter and the GPU, each step one
-    elementwise ``merge`` of whole tiles)."""
+    elementwise ``merge`` of whole tiles).
+
+    A ``@triton.jit`` helper, called from inside a ``@triton.jit`` function: the default
+    ``along`` of a ``tritonml.Reduction``, and what a user's ``along`` may call (docs/dsl.md).
+
+    Types are given here, not as annotations: Triton reads a parameter's annotation as a
+    specialization.
+
+    Args:
+        state (tuple[tl.tensor, ...]): A tuple of 2-D tiles (components), each ``[N, M]`` with
+            ``N`` a power of two (at most 2**24).
+        merge (triton.JITFunction): The reduction's ``merge(a, b) -> state``, a ``@triton.jit``
+            function applied elementwise to whole tiles.
+
+    Returns:
+        folded (tuple[tl.tensor, ...]): A tuple of 1-D tiles ``[M]``, each column folded.
+
+    Example:
+        A reduction whose ``along`` is ``merge_along`` itself (the default when ``along`` is
+        left out):
+
+        >>> import torch, tritonml, triton, triton.language as tl
+        >>> from tritonml.kernels.combine import merge_along
+        >>> @triton.jit
+        ... def keep(xs, index):
+        ...     return (xs[0],)
+        >>> @triton.jit
+        ... def larger(a, b):
+        ...     return (tl.maximum(a[0], b[0]),)
+        >>> @triton.jit
+        ... def fold_rows(state, merge):
+        ...     return merge_along(state, merge)
+        >>> @triton.jit
+        ... def finish(state, count):
+        ...     return (state[0],)
+        >>> largest = tritonml.Reduction("largest", keep, larger, finish, identity=(-2**31,),
+        ...                              state_dtypes=lambda dtypes: (torch.int32,),
+        ...                              output_dtypes=lambda dtypes: (torch.int32,),
+        ...                              along=fold_rows)
+        >>> x = torch.tensor([[3, 9, 2], [7, 1, 8]], dtype=torch.int32)
+        >>> tritonml.reduce_with(largest, x, axes=1)
+        tensor([[9],
+                [8]], dtype=torch.int32)
+    """
     acc = state
     for _ in tl.static_range(24):
         if acc[0].shape[0] > 1:

@@ -42,7 +42,7 @@ from ..core import backend as _backend  # noqa: F401
 import triton
 import triton.language as tl
 
-from .combine import cast_state, reduce_along, scan_along
+from .combine import cast_state, merge_along, reduce_along, scan_along
 from .scan import STATE_AGGREGATE, STATUS_BASE, _chain_bases, _draw_ticket, _publish, _tile_of
 
 
@@ -100,8 +100,11 @@ def _segment_near(offsets_ptr, position, axis_len, n_segments):
     """``_segment_of(offsets_ptr, position, 0, n_segments)`` galloping from where the segment
     would be if all had one length: a few loads when lengths are alike, at most about
     4 log2(n_segments) when they are not."""
-    guess = (position.to(tl.int64) * n_segments) // tl.maximum(axis_len, 1)
-    guess = tl.minimum(guess, n_segments - 1).to(position.dtype)
+    # float32 rather than an int64 division: ptxas makes that a called subroutine, and a call
+    # in the kernel makes it keep values in the stack frame; a guess needs no exact quotient
+    density = n_segments.to(tl.float32) / tl.maximum(axis_len, 1).to(tl.float32)
+    guess = (position.to(tl.float32) * density).to(position.dtype)
+    guess = tl.maximum(tl.minimum(guess, n_segments - 1), 0)
     if tl.load(offsets_ptr + guess).to(position.dtype) <= position:
         found = _gallop_up(offsets_ptr, position, guess, n_segments)
     else:
@@ -262,23 +265,74 @@ def _pick(values, at):
 
 
 @triton.jit
-def _scan_cut(x_ptrs, x_offs, positions, x_axis_strides, mask, cuts, PREPARE: tl.constexpr,
-              SEG_SCAN: tl.constexpr, LOAD_DTYPE: tl.constexpr, STATE_DTYPE: tl.constexpr,
-              REVERSE: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
-    """Load the tile's elements at ``positions`` (where ``mask`` holds), prepare their states and
-    scan them in traversal order, a new segment starting at each of ``cuts`` [BLOCK_AXIS]:
-    the state components [BLOCK_AXIS, BLOCK_INNER] and the running "a cut so far" flag."""
+def _load_xs(x_ptrs, x_offs, positions, x_axis_strides, mask):
+    """The inputs' elements at axis ``positions`` [BLOCK_AXIS] where ``mask`` holds, as stored."""
     xs = ()
     for c in tl.static_range(len(x_ptrs)):
         xs = xs + (tl.load(x_ptrs[c] + x_offs[c] + positions[:, None] * x_axis_strides[c],
-                           mask=mask).to(LOAD_DTYPE[c]),)
-    prepared = PREPARE(xs, tl.broadcast_to(positions[:, None], [BLOCK_AXIS, BLOCK_INNER]))
+                           mask=mask),)
+    return xs
+
+
+@triton.jit
+def _scan_cut(xs, positions, cuts, PREPARE: tl.constexpr, SEG_SCAN: tl.constexpr,
+              LOAD_DTYPE: tl.constexpr, STATE_DTYPE: tl.constexpr, REVERSE: tl.constexpr,
+              BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """Prepare the states of a tile's loaded elements ``xs`` at ``positions`` and scan them in
+    traversal order, a new segment starting at each of ``cuts`` [BLOCK_AXIS]: the state
+    components [BLOCK_AXIS, BLOCK_INNER] and the running "a cut so far" flag."""
+    loaded = ()
+    for c in tl.static_range(len(xs)):
+        loaded = loaded + (xs[c].to(LOAD_DTYPE[c]),)
+    prepared = PREPARE(loaded, tl.broadcast_to(positions[:, None], [BLOCK_AXIS, BLOCK_INNER]))
     state = ()
     for c in tl.static_range(len(STATE_DTYPE)):
         state = state + (tl.broadcast_to(prepared[c].to(STATE_DTYPE[c]),
                                          [BLOCK_AXIS, BLOCK_INNER]),)
     flags = tl.broadcast_to(cuts[:, None], [BLOCK_AXIS, BLOCK_INNER])
     return scan_along(state + (flags,), 0, SEG_SCAN, reverse=REVERSE)
+
+
+@triton.jit
+def _from_carry(scanned, carry, carry_empty, SEG_COMBINE: tl.constexpr,
+                STATE_DTYPE: tl.constexpr, BLOCK_AXIS: tl.constexpr,
+                BLOCK_INNER: tl.constexpr):
+    """A tile's running states: ``_scan_cut``'s ``scanned`` after ``carry`` (components
+    [1, BLOCK_INNER]), which reaches the rows before the tile's first cut; an empty one
+    (``carry_empty``) reaches nothing."""
+    tile_flags = _or_scalar(scanned[len(STATE_DTYPE)], carry_empty)
+    before = ()
+    for c in tl.static_range(len(STATE_DTYPE)):
+        before = before + (tl.broadcast_to(carry[c], [BLOCK_AXIS, BLOCK_INNER]),)
+    running = SEG_COMBINE(before + (tile_flags,), scanned[:len(STATE_DTYPE)] + (tile_flags,))
+    return running[:len(STATE_DTYPE)]
+
+
+@triton.jit
+def _store_scan(out_ptrs, out_offs, positions, out_axis_strides, mask, running, heads, carry,
+                IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, EXCLUSIVE: tl.constexpr,
+                REVERSE: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """Write a tile's running states (EXCLUSIVE: each row's preceding one in traversal order,
+    ``carry`` before the tile's first row, the identity at the ``heads`` that start segments)."""
+    values = running
+    if EXCLUSIVE:
+        rows = tl.arange(0, BLOCK_AXIS)
+        if REVERSE:
+            back = tl.minimum(rows + 1, BLOCK_AXIS - 1)
+            edge = rows == BLOCK_AXIS - 1
+        else:
+            back = tl.maximum(rows - 1, 0)
+            edge = rows == 0
+        back_rows = tl.broadcast_to(back[:, None], [BLOCK_AXIS, BLOCK_INNER])
+        values = ()
+        for c in tl.static_range(len(STATE_DTYPE)):
+            shifted = tl.gather(running[c], back_rows, 0)
+            shifted = tl.where(edge[:, None], carry[c], shifted)
+            values = values + (tl.where(heads[:, None], IDENTITY[c], shifted)
+                               .to(STATE_DTYPE[c]),)
+    for o in tl.static_range(len(out_ptrs)):
+        tl.store(out_ptrs[o] + out_offs[o] + positions[:, None] * out_axis_strides[o],
+                 values[o].to(out_ptrs[o].dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -319,17 +373,12 @@ def _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
         loaded = valid & (positions <= load_from)
     else:
         loaded = valid & (positions >= load_from)
-    mask = loaded[:, None] & inner_mask
-    scanned = _scan_cut(x_ptrs, x_offs, positions, x_axis_strides, mask, heads, PREPARE,
-                        SEG_SCAN, LOAD_DTYPE, STATE_DTYPE, REVERSE, BLOCK_AXIS, BLOCK_INNER)
-    # the carry reaches the rows before the tile's first head; an empty one reaches nothing
-    tile_flags = _or_scalar(scanned[len(STATE_DTYPE)], carry_empty)
-    before = ()
-    for c in tl.static_range(len(STATE_DTYPE)):
-        before = before + (tl.broadcast_to(carry[c], [BLOCK_AXIS, BLOCK_INNER]),)
-    running = SEG_COMBINE(before + (tile_flags,), scanned[:len(STATE_DTYPE)] + (tile_flags,))
-    return (running[:len(STATE_DTYPE)], segments, heads, ends & valid, lengths, positions, valid,
-            next_known)
+    xs = _load_xs(x_ptrs, x_offs, positions, x_axis_strides, loaded[:, None] & inner_mask)
+    scanned = _scan_cut(xs, positions, heads, PREPARE, SEG_SCAN, LOAD_DTYPE, STATE_DTYPE,
+                        REVERSE, BLOCK_AXIS, BLOCK_INNER)
+    running = _from_carry(scanned, carry, carry_empty, SEG_COMBINE, STATE_DTYPE, BLOCK_AXIS,
+                          BLOCK_INNER)
+    return running, segments, heads, ends & valid, lengths, positions, valid, next_known
 
 
 @triton.jit
@@ -351,10 +400,9 @@ def _fold_tile(x_ptrs, x_offs, inner_mask, tile, load_from, axis_len, x_axis_str
     else:
         loaded = valid & (positions >= load_from)
         end_row = tl.minimum(axis_len - 1 - tile_start, BLOCK_AXIS - 1)
-    mask = loaded[:, None] & inner_mask
-    scanned = _scan_cut(x_ptrs, x_offs, positions, x_axis_strides, mask,
-                        (positions == load_from) | ~loaded, PREPARE, SEG_SCAN, LOAD_DTYPE,
-                        STATE_DTYPE, REVERSE, BLOCK_AXIS, BLOCK_INNER)
+    xs = _load_xs(x_ptrs, x_offs, positions, x_axis_strides, loaded[:, None] & inner_mask)
+    scanned = _scan_cut(xs, positions, (positions == load_from) | ~loaded, PREPARE, SEG_SCAN,
+                        LOAD_DTYPE, STATE_DTYPE, REVERSE, BLOCK_AXIS, BLOCK_INNER)
     return _row(scanned[:len(STATE_DTYPE)], end_row, BLOCK_INNER)
 
 
@@ -378,6 +426,116 @@ def _fold_span(x_ptrs, x_offs, inner_mask, first_step, end_step, n_tiles, load_f
                                         BLOCK_INNER))
         total = cast_state(total, STATE_DTYPE)
     return total
+
+
+@triton.jit
+def _fold_inside(x_ptrs, x_offs, inner_mask, first_tile, end_tile, axis_len, x_axis_strides,
+                 PREPARE: tl.constexpr, MERGE: tl.constexpr, LOAD_DTYPE: tl.constexpr,
+                 IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, INDEX_64: tl.constexpr,
+                 BLOCK_AXIS: tl.constexpr, FOLD_TILES: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """The fold of the axis positions of tiles ``first_tile`` to ``end_tile - 1`` (in memory
+    order), all in one segment, components [1, BLOCK_INNER]. Each step issues the loads of FOLD_TILES tiles before it merges
+    any, and merges them element by element into one tile of states, which ``merge_along`` (the
+    reduce kernels' fixed tree) folds at the end: the registers of one tile of states, the
+    bytes in flight of FOLD_TILES."""
+    acc = ()
+    for c in tl.static_range(len(STATE_DTYPE)):
+        acc = acc + (tl.full([BLOCK_AXIS, BLOCK_INNER], IDENTITY[c], STATE_DTYPE[c]),)
+    rows = tl.arange(0, BLOCK_AXIS)
+    for tile in range(first_tile, end_tile, FOLD_TILES):
+        tile_start = tile * BLOCK_AXIS
+        if INDEX_64:
+            tile_start = tile_start.to(tl.int64)
+        loads = ()   # FOLD_TILES x inputs, tile-major
+        for k in tl.static_range(FOLD_TILES):
+            positions = tile_start + k * BLOCK_AXIS + rows
+            mask = ((positions < end_tile * BLOCK_AXIS) & (positions < axis_len))[:, None] & inner_mask
+            for c in tl.static_range(len(x_ptrs)):
+                loads = loads + (tl.load(x_ptrs[c] + x_offs[c]
+                                         + positions[:, None] * x_axis_strides[c], mask=mask),)
+        for k in tl.static_range(FOLD_TILES):
+            positions = tile_start + k * BLOCK_AXIS + rows
+            mask = ((positions < end_tile * BLOCK_AXIS) & (positions < axis_len))[:, None] & inner_mask
+            xs = ()
+            for c in tl.static_range(len(x_ptrs)):
+                xs = xs + (loads[k * len(x_ptrs) + c].to(LOAD_DTYPE[c]),)
+            prepared = PREPARE(xs, tl.broadcast_to(positions[:, None], [BLOCK_AXIS, BLOCK_INNER]))
+            state = ()
+            for c in tl.static_range(len(STATE_DTYPE)):
+                state = state + (tl.where(mask, prepared[c].to(STATE_DTYPE[c]), IDENTITY[c])
+                                 .to(STATE_DTYPE[c]),)
+            acc = cast_state(MERGE(acc, state), STATE_DTYPE)
+    return cast_state(merge_along(acc, MERGE), STATE_DTYPE)
+
+
+@triton.jit
+def _step_tile(step, end_step, n_tiles, axis_len, REVERSE: tl.constexpr, INDEX_64: tl.constexpr,
+               BLOCK_AXIS: tl.constexpr):
+    """The axis positions [BLOCK_AXIS] of the traversal's tile ``step`` and which of them are on
+    the axis and before ``end_step``."""
+    tile = _tile_of(step, n_tiles, REVERSE)
+    if INDEX_64:
+        tile = tile.to(tl.int64)
+    rows = tl.arange(0, BLOCK_AXIS)
+    positions = tile * BLOCK_AXIS + rows
+    # (the step compared as a tensor: the interpreter's & of an int1 tensor and scalar, _or_scalar)
+    return positions, (positions < axis_len) & (rows + step < end_step + rows)
+
+
+@triton.jit
+def _scan_inside(x_ptrs, x_offs, inner_mask, out_ptrs, out_offs, first_step, end_step, n_tiles,
+                 carry, carry_empty, axis_len, x_axis_strides, out_axis_strides,
+                 PREPARE: tl.constexpr, SEG_COMBINE: tl.constexpr, SEG_SCAN: tl.constexpr,
+                 LOAD_DTYPE: tl.constexpr, IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr,
+                 EXCLUSIVE: tl.constexpr, REVERSE: tl.constexpr, INDEX_64: tl.constexpr,
+                 BLOCK_AXIS: tl.constexpr, FOLD_TILES: tl.constexpr,
+                 BLOCK_INNER: tl.constexpr):
+    """Scan the traversal's tiles ``first_step`` to ``end_step - 1``, which lie in one segment
+    (it may start at the first element: ``carry_empty``), from ``carry``, writing every element's
+    state; returns the state after them. No boundary to find: each step issues the loads of
+    FOLD_TILES tiles, then scans them one by one."""
+    if REVERSE:
+        end_row = 0
+    else:
+        end_row = BLOCK_AXIS - 1
+    rows = tl.arange(0, BLOCK_AXIS)
+    for step in range(first_step, end_step, FOLD_TILES):
+        loads = ()   # FOLD_TILES x inputs, in traversal order
+        for k in tl.static_range(FOLD_TILES):
+            positions, valid = _step_tile(step + k, end_step, n_tiles, axis_len, REVERSE,
+                                          INDEX_64, BLOCK_AXIS)
+            loads = loads + _load_xs(x_ptrs, x_offs, positions, x_axis_strides,
+                                     valid[:, None] & inner_mask)
+        for k in tl.static_range(FOLD_TILES):
+            positions, valid = _step_tile(step + k, end_step, n_tiles, axis_len, REVERSE,
+                                          INDEX_64, BLOCK_AXIS)
+            xs = ()
+            for c in tl.static_range(len(x_ptrs)):
+                xs = xs + (loads[k * len(x_ptrs) + c],)
+            # rows off the axis start over (only the axis' last tile has them: reverse, where
+            # traversal starts, and forward, after its last element)
+            if REVERSE:
+                first = positions == axis_len - 1
+            else:
+                first = rows < 0
+            scanned = _scan_cut(xs, positions, ~valid | first, PREPARE, SEG_SCAN, LOAD_DTYPE,
+                                STATE_DTYPE, REVERSE, BLOCK_AXIS, BLOCK_INNER)
+            running = _from_carry(scanned, carry, carry_empty, SEG_COMBINE, STATE_DTYPE,
+                                  BLOCK_AXIS, BLOCK_INNER)
+            # (int arithmetic: the interpreter's & of an int1 tensor and scalar, see _or_scalar)
+            opens = ((rows == BLOCK_AXIS - 1 - end_row).to(tl.int32)
+                     * carry_empty.to(tl.int32)) > 0
+            heads = first | opens
+            _store_scan(out_ptrs, out_offs, positions, out_axis_strides,
+                        valid[:, None] & inner_mask, running, heads, carry, IDENTITY,
+                        STATE_DTYPE, EXCLUSIVE, REVERSE, BLOCK_AXIS, BLOCK_INNER)
+            last = _row(running, end_row, BLOCK_INNER)
+            kept = ()
+            for c in tl.static_range(len(STATE_DTYPE)):
+                kept = kept + (tl.where(step + k < end_step, last[c], carry[c]),)
+            carry = kept
+            carry_empty = carry_empty & (step + k >= end_step)
+    return carry
 
 
 @triton.jit
@@ -465,27 +623,9 @@ def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, fir
         own = _or_scalar(_running_or(heads, REVERSE), started)
         if SCAN:
             if STORE:
-                values = running
-                if EXCLUSIVE:
-                    # the running state one element back in traversal order; the carry before
-                    # the tile's first row; the identity at a segment's first element
-                    if REVERSE:
-                        back = tl.minimum(rows + 1, BLOCK_AXIS - 1)
-                        edge = rows == BLOCK_AXIS - 1
-                    else:
-                        back = tl.maximum(rows - 1, 0)
-                        edge = rows == 0
-                    back_rows = tl.broadcast_to(back[:, None], [BLOCK_AXIS, BLOCK_INNER])
-                    values = ()
-                    for c in tl.static_range(len(STATE_DTYPE)):
-                        shifted = tl.gather(running[c], back_rows, 0)
-                        shifted = tl.where(edge[:, None], carry[c], shifted)
-                        values = values + (tl.where(heads[:, None], IDENTITY[c], shifted)
-                                           .to(STATE_DTYPE[c]),)
-                mask = valid[:, None] & inner_mask
-                for o in tl.static_range(len(out_ptrs)):
-                    tl.store(out_ptrs[o] + out_offs[o] + positions[:, None] * out_axis_strides[o],
-                             values[o].to(out_ptrs[o].dtype.element_ty), mask=mask)
+                _store_scan(out_ptrs, out_offs, positions, out_axis_strides,
+                            valid[:, None] & inner_mask, running, heads, carry, IDENTITY,
+                            STATE_DTYPE, EXCLUSIVE, REVERSE, BLOCK_AXIS, BLOCK_INNER)
         else:
             counts = lengths[:, None]
             results = running
@@ -516,6 +656,58 @@ def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, fir
 
 
 @triton.jit
+def _inside_one_segment(offsets_ptr, first_segment, first_position, end_step, n_tiles,
+                        n_segments, SCAN: tl.constexpr, REVERSE: tl.constexpr,
+                        BLOCK_AXIS: tl.constexpr):
+    """Whether the chunk from ``first_position`` (in ``first_segment``) to the end of the
+    traversal's tile ``end_step - 1`` lies in one segment, with nothing to find in it: a scan's
+    has no segment start after its first element in traversal order; a reduction's (forward)
+    also owns no boundary (so no result to write, no empty segment), the segment going on past
+    its last tile's end."""
+    if REVERSE:   # (scans only)
+        lowest = _tile_of(end_step - 1, n_tiles, REVERSE).to(first_position.dtype) * BLOCK_AXIS
+        start = tl.load(offsets_ptr + first_segment).to(first_position.dtype)
+        inside = start <= lowest
+    else:
+        chunk_end = end_step.to(first_position.dtype) * BLOCK_AXIS
+        following = tl.load(offsets_ptr + tl.minimum(first_segment + 1, n_segments))
+        following = following.to(first_position.dtype)
+        if SCAN:
+            inside = following >= chunk_end
+        else:
+            inside = (following > chunk_end) & ((first_position > 0) | (first_segment == 0))
+    return inside & (n_segments > 0)
+
+
+@triton.jit
+def _chunk_tail(x_ptrs, x_offs, inner_mask, offsets_ptr, first_position, end_step, n_tiles,
+                axis_len, n_segments, x_axis_strides, PREPARE: tl.constexpr,
+                MERGE: tl.constexpr, SEG_SCAN: tl.constexpr, LOAD_DTYPE: tl.constexpr,
+                STATE_DTYPE: tl.constexpr, REVERSE: tl.constexpr, INDEX_64: tl.constexpr,
+                BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """A scan's chunk's tail, the fold of its last segment only, read from where it starts in
+    the chunk (the whole chunk only when one segment spans it)."""
+    last_tile = _tile_of(end_step - 1, n_tiles, REVERSE)
+    if INDEX_64:
+        last_tile = last_tile.to(tl.int64)
+    if REVERSE:
+        last_position = last_tile * BLOCK_AXIS
+    else:
+        last_position = tl.minimum((last_tile + 1) * BLOCK_AXIS, axis_len) - 1
+    last_segment = _segment_near(offsets_ptr, last_position, axis_len, n_segments)
+    if REVERSE:
+        tail_from = tl.minimum(tl.load(offsets_ptr + last_segment + 1)
+                               .to(first_position.dtype) - 1, first_position)
+    else:
+        tail_from = tl.maximum(tl.load(offsets_ptr + last_segment)
+                               .to(first_position.dtype), first_position)
+    tail_step = _tile_of(tail_from // BLOCK_AXIS, n_tiles, REVERSE)
+    return _fold_span(x_ptrs, x_offs, inner_mask, tail_step, end_step, n_tiles, tail_from,
+                      axis_len, x_axis_strides, PREPARE, MERGE, SEG_SCAN, LOAD_DTYPE,
+                      STATE_DTYPE, REVERSE, INDEX_64, BLOCK_AXIS, BLOCK_INNER)
+
+
+@triton.jit
 def segment_kernel(
     # pointers: inputs and outputs (tuples, one entry per tensor, unless PTR_TUPLES is False),
     # the int64 boundaries, the int32 status words (the scan kernels' resident workspace) and the
@@ -533,7 +725,7 @@ def segment_kernel(
     EXCLUSIVE: tl.constexpr, REVERSE: tl.constexpr, HAS_INITIAL: tl.constexpr,
     EMPTY_INDEX: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr,
     BOUNDARY_BLOCK: tl.constexpr, BLOCK_INNER: tl.constexpr, WINDOW: tl.constexpr,
-    PTR_TUPLES: tl.constexpr,
+    FOLD_TILES: tl.constexpr, COMMUTATIVE: tl.constexpr, PTR_TUPLES: tl.constexpr,
 ):
     """One program per chunk of ``chunk_tiles`` tiles of one chain (an outer index x a block of
     BLOCK_INNER inner positions); grid = chains * cdiv(max(cdiv(axis_len, BLOCK_AXIS), 1),
@@ -582,52 +774,78 @@ def segment_kernel(
         empty_carry = empty_carry + (tl.full([1, BLOCK_INNER], 0, STATE_DTYPE[c]),)
     yes = tl.full([], 1, tl.int1)
 
+    inside = _inside_one_segment(offsets_ptr, first_segment, first_position, end_step, n_tiles,
+                                 n_segments, SCAN, REVERSE, BLOCK_AXIS)
+    if REVERSE:   # the chunk's tiles in memory order
+        fold_first = _tile_of(end_step - 1, n_tiles, REVERSE)
+        fold_end = first_tile + 1
+    else:
+        fold_first = first_tile
+        fold_end = end_step
     if SCAN:
         if opened_before:
-            # The tail is the fold of the chunk's last segment only: read from where it starts
-            # (the whole chunk only when one segment spans it).
-            last_tile = _tile_of(end_step - 1, n_tiles, REVERSE)
-            if INDEX_64:
-                last_tile = last_tile.to(tl.int64)
-            if REVERSE:
-                last_position = last_tile * BLOCK_AXIS
-            else:
-                last_position = tl.minimum((last_tile + 1) * BLOCK_AXIS, axis_len) - 1
-            last_segment = _segment_near(offsets_ptr, last_position, axis_len, n_segments)
-            if REVERSE:
-                tail_from = tl.minimum(tl.load(offsets_ptr + last_segment + 1)
-                                       .to(first_position.dtype) - 1, first_position)
-            else:
-                tail_from = tl.maximum(tl.load(offsets_ptr + last_segment)
-                                       .to(first_position.dtype), first_position)
-            tail_step = _tile_of(tail_from // BLOCK_AXIS, n_tiles, REVERSE)
-            tail = _fold_span(x_ptrs, x_offs, inner_mask, tail_step, end_step, n_tiles,
-                              tail_from, axis_len, x_axis_strides, PREPARE, MERGE, SEG_SCAN,
-                              LOAD_DTYPE, STATE_DTYPE, REVERSE, INDEX_64, BLOCK_AXIS,
-                              BLOCK_INNER)
+            # publish the tail first, so that no chunk's carry waits on a chain of walks
+            if COMMUTATIVE:
+                if inside:
+                    tail = _fold_inside(x_ptrs, x_offs, inner_mask, fold_first, fold_end,
+                                        axis_len, x_axis_strides, PREPARE, MERGE, LOAD_DTYPE,
+                                        IDENTITY, STATE_DTYPE, INDEX_64, BLOCK_AXIS, FOLD_TILES,
+                                        BLOCK_INNER)
+                else:
+                    tail = _chunk_tail(x_ptrs, x_offs, inner_mask, offsets_ptr, first_position,
+                                       end_step, n_tiles, axis_len, n_segments, x_axis_strides,
+                                       PREPARE, MERGE, SEG_SCAN, LOAD_DTYPE, STATE_DTYPE,
+                                       REVERSE, INDEX_64, BLOCK_AXIS, BLOCK_INNER)
+            else:   # a user's combine folds in traversal order
+                tail = _chunk_tail(x_ptrs, x_offs, inner_mask, offsets_ptr, first_position,
+                                   end_step, n_tiles, axis_len, n_segments, x_axis_strides,
+                                   PREPARE, MERGE, SEG_SCAN, LOAD_DTYPE, STATE_DTYPE, REVERSE,
+                                   INDEX_64, BLOCK_AXIS, BLOCK_INNER)
             if chunk != n_chunks - 1:
                 _publish(published_ptrs, status_ptr, ticket, tail, epoch_base + STATE_AGGREGATE,
                          BLOCK_INNER)
             carry = _fold_tails(published_ptrs, status_ptr, chain_first_slot, before, chunk,
                                 epoch_base, MERGE, SEG_SCAN, STATE_DTYPE, WINDOW, BLOCK_INNER)
-            _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
-                        end_step, n_tiles, known, carry, ~yes, first_position, axis_len,
-                        n_segments, x_axis_strides,
-                        out_axis_strides, initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN,
-                        FINISH, LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, True, EXCLUSIVE,
-                        REVERSE, HAS_INITIAL, EMPTY_INDEX, INDEX_64, BLOCK_AXIS,
-                        BOUNDARY_BLOCK, BLOCK_INNER)
+            if inside:
+                _scan_inside(x_ptrs, x_offs, inner_mask, out_ptrs, out_offs, first_step,
+                             end_step, n_tiles, carry, ~yes, axis_len, x_axis_strides,
+                             out_axis_strides, PREPARE, SEG_COMBINE, SEG_SCAN, LOAD_DTYPE,
+                             IDENTITY, STATE_DTYPE, EXCLUSIVE, REVERSE, INDEX_64, BLOCK_AXIS,
+                             FOLD_TILES, BLOCK_INNER)
+            else:
+                _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
+                            first_step, end_step, n_tiles, known, carry, ~yes, first_position,
+                            axis_len, n_segments, x_axis_strides, out_axis_strides,
+                            initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN, FINISH,
+                            LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, True, EXCLUSIVE, REVERSE,
+                            HAS_INITIAL, EMPTY_INDEX, INDEX_64, BLOCK_AXIS, BOUNDARY_BLOCK,
+                            BLOCK_INNER)
         else:
-            tail = _chunk_walk(
-                x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
-                end_step, n_tiles, known, empty_carry, yes, first_position, axis_len,
-                n_segments, x_axis_strides,
-                out_axis_strides, initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN, FINISH,
-                LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, True, EXCLUSIVE, REVERSE, HAS_INITIAL,
-                EMPTY_INDEX, INDEX_64, BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)[0]
+            if inside:
+                tail = _scan_inside(x_ptrs, x_offs, inner_mask, out_ptrs, out_offs, first_step,
+                                    end_step, n_tiles, empty_carry, yes, axis_len,
+                                    x_axis_strides, out_axis_strides, PREPARE, SEG_COMBINE,
+                                    SEG_SCAN, LOAD_DTYPE, IDENTITY, STATE_DTYPE, EXCLUSIVE,
+                                    REVERSE, INDEX_64, BLOCK_AXIS, FOLD_TILES, BLOCK_INNER)
+            else:
+                tail = _chunk_walk(
+                    x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step,
+                    end_step, n_tiles, known, empty_carry, yes, first_position, axis_len,
+                    n_segments, x_axis_strides, out_axis_strides, initial_value, PREPARE, MERGE,
+                    SEG_COMBINE, SEG_SCAN, FINISH, LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, True,
+                    EXCLUSIVE, REVERSE, HAS_INITIAL, EMPTY_INDEX, INDEX_64, BLOCK_AXIS,
+                    BOUNDARY_BLOCK, BLOCK_INNER)[0]
             if chunk != n_chunks - 1:
                 _publish(published_ptrs, status_ptr, ticket, tail, epoch_base + STATE_AGGREGATE,
                          BLOCK_INNER)
+    elif inside:
+        # Nothing to find or write: fold in larger tiles, publish, and leave the segment's
+        # result to the chunk where it ends.
+        _publish(published_ptrs, status_ptr, ticket,
+                 _fold_inside(x_ptrs, x_offs, inner_mask, fold_first, fold_end, axis_len,
+                              x_axis_strides, PREPARE, MERGE, LOAD_DTYPE, IDENTITY, STATE_DTYPE,
+                              INDEX_64, BLOCK_AXIS, FOLD_TILES, BLOCK_INNER),
+                 epoch_base + STATE_AGGREGATE, BLOCK_INNER)
     else:
         tail, open_state, open_count, open_found = _chunk_walk(
             x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, first_step, end_step,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -55,7 +55,7 @@ class _ReduceWithPlan:
     result_shape: tuple
     output_dtypes: tuple
     copy_inputs: bool         # the inputs' strides differ or do not fit the kernels: run on copies
-    work: object = None
+    work: Any = None
 
 
 def reduce_with_axes(reduction, xs, axes, *, keepdims: bool = True,
@@ -134,8 +134,9 @@ def _plan_reduce_with(reduction, xs, axes, keepdims, config) -> _ReduceWithPlan:
         config = select.choose_reduce(layout, x.dtype, x.device, f"user:{reduction.name}",
                                       partial_bytes=state_bytes,
                                       out_bytes=reduction.out_bytes(dtypes)).config
-        config = fit_tile_to_state(config, state_bytes)
-    work = reduce_work(layout, reduction, dtypes, False, False, config)
+        config = fit_tile_to_state(config, state_bytes)  # pyright: ignore[reportArgumentType]
+    work = reduce_work(layout, reduction, dtypes, False, False,  # pyright: ignore[reportArgumentType]
+                       config)
     return _ReduceWithPlan(layout, result_shape, output_dtypes, copy_inputs, work)
 
 

@@ -8,7 +8,7 @@ tritonml/launchers/reduce_with.py (``reduce_with_axes``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Tuple, Union
 
 import torch
 
@@ -66,24 +66,62 @@ class Reduction:
     (never all None); it returns a tuple with one tangent per output, of the output's shape with
     the reduced axes kept (expand a broadcast one), or None for an output without one.
     Without it, inputs that carry a tangent are refused (docs/dsl.md, "Forward mode").
+
+    Args:
+        name: The reduction's name, for messages.
+        prepare: ``prepare(xs, index) -> state``, a ``@triton.jit`` function.
+        merge: ``merge(a, b) -> state``, a ``@triton.jit`` function, associative.
+        finish: ``finish(state, count) -> outputs``, a ``@triton.jit`` function.
+        identity: A non-empty tuple, one value per state component, or a rule over the inputs'
+            dtypes giving one.
+        state_dtypes: ``state_dtypes(dtypes)``: one torch dtype per state component.
+        output_dtypes: ``output_dtypes(dtypes)``: one torch dtype per output.
+        inputs: The number of input tensors (a positive int).
+        outputs: The number of outputs (a positive int).
+        along: ``along(state, merge) -> state``; None: ``merge`` by halving.
+        load_dtypes: ``load_dtypes(dtypes)``: one torch dtype per input; None: the default.
+        check: ``check(dtypes)``, raising TypeError for inputs the reduction refuses.
+        uses_index: ``prepare``'s ``index`` is row-major over the reduced axes.
+        backward: The gradient, ``backward(xs, outputs, grad_outputs, axes) -> grads``.
+        jvp: The forward-mode derivative, ``jvp(xs, outputs, tangents, axes) ->
+            output_tangents``.
+
+    Raises:
+        TypeError: prepare, merge, finish, state_dtypes or output_dtypes is not callable,
+            backward or jvp is neither None nor callable, or identity is neither a non-empty
+            tuple nor callable.
+        ValueError: inputs or outputs is not a positive int.
+
+    Example:
+        A sum of one input, from the helpers in ``tritonml.kernels.combine`` (a reduction's own
+        ``@triton.jit`` functions must live in a file: Triton reads their source):
+
+        >>> import torch, tritonml
+        >>> from tritonml.kernels import combine
+        >>> my_sum = tritonml.Reduction(
+        ...     "my_sum", combine.keep_value, combine.add_values, combine.finish_value,
+        ...     identity=(0.0,), state_dtypes=lambda d: (torch.float32,),
+        ...     output_dtypes=lambda d: (torch.float32,))
+        >>> tritonml.reduce_with(my_sum, torch.tensor([[1., 2.], [3., 4.]]), axes=0)
+        tensor([[4., 6.]])
     """
     name: str
-    prepare: object
-    merge: object
-    finish: object
-    identity: tuple
-    state_dtypes: Callable
-    output_dtypes: Callable
+    prepare: Any
+    merge: Any
+    finish: Any
+    identity: Union[Tuple[Any, ...], Callable[[Tuple[torch.dtype, ...]], Tuple[Any, ...]]]
+    state_dtypes: Callable[[Tuple[torch.dtype, ...]], Tuple[torch.dtype, ...]]
+    output_dtypes: Callable[[Tuple[torch.dtype, ...]], Tuple[torch.dtype, ...]]
     inputs: int = 1
     outputs: int = 1
-    along: object = None
-    load_dtypes: Optional[Callable] = None
-    check: Optional[Callable] = None
+    along: Any = None
+    load_dtypes: Optional[Callable[[Tuple[torch.dtype, ...]], Tuple[torch.dtype, ...]]] = None
+    check: Optional[Callable[[Tuple[torch.dtype, ...]], Any]] = None
     uses_index: bool = False
-    backward: Optional[Callable] = None
-    jvp: Optional[Callable] = None
+    backward: Optional[Callable[..., Tuple[Optional[torch.Tensor], ...]]] = None
+    jvp: Optional[Callable[..., Tuple[Optional[torch.Tensor], ...]]] = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for name in ("prepare", "merge", "finish", "state_dtypes", "output_dtypes"):
             if not callable(getattr(self, name)):
                 raise TypeError(f"{name}: expected a function (prepare, merge, finish: @triton.jit "
@@ -111,7 +149,8 @@ class Reduction:
     def returns_index(self) -> bool:
         return self.uses_index
 
-    def kernel_state(self, dtypes: tuple, index_64: bool) -> tuple:
+    def kernel_state(self, dtypes: Tuple[torch.dtype, ...],
+                     index_64: bool) -> Tuple[Tuple[Any, ...], Tuple[Any, ...], Tuple[Any, ...]]:
         """``(LOAD_DTYPES, STATE_DTYPES, IDENTITIES)`` as Triton dtypes, for inputs of ``dtypes``."""
         load = (self.load_dtypes(dtypes) if self.load_dtypes is not None
                 else tuple(default_load_dtype(d) for d in dtypes))
@@ -130,16 +169,17 @@ class Reduction:
                                 "kernels do not support (use a float or integer torch dtype)")
         return (tuple(TL_DTYPE[d] for d in load), tuple(TL_DTYPE[d] for d in state), identity)
 
-    def identity_for(self, dtypes: tuple) -> tuple:
+    def identity_for(self, dtypes: Tuple[torch.dtype, ...]) -> Tuple[Any, ...]:
         """The state's identity for inputs of ``dtypes``."""
-        return tuple(self.identity(dtypes) if callable(self.identity) else self.identity)
+        return tuple(self.identity(dtypes) if callable(self.identity)  # pyright: ignore[reportCallIssue]
+                     else self.identity)
 
     # --- what the tuner needs (tritonml_autotune.select.choose_reduce), as plain numbers ---
-    def state_bytes(self, dtypes: tuple) -> int:
+    def state_bytes(self, dtypes: Tuple[torch.dtype, ...]) -> int:
         """Bytes of one partial state (a lane of a tile, a slot of a split's workspace)."""
         return sum(d.itemsize for d in self.state_dtypes(dtypes))
 
-    def out_bytes(self, dtypes: tuple) -> int:
+    def out_bytes(self, dtypes: Tuple[torch.dtype, ...]) -> int:
         """Bytes of one output element, as the tuner counts them: the first input's dtype."""
         return dtypes[0].itemsize
 

@@ -45,7 +45,7 @@ A combine over a tuple state (several tensors scanned together) is a ``StateScan
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Tuple
 
 import torch
 
@@ -87,14 +87,14 @@ class ScanCombine:
     fold: Optional[str] = None
     jvp: Optional[Callable] = None
 
-    def forms(self) -> tuple:
+    def forms(self) -> Tuple[Any, Any]:
         """``(COMBINE, SCAN_COMBINE)``: the state and flat forms the kernels take
         (tritonml/kernels/scan.py). Sum and product keep Triton's own combine objects as their
         flat form, which the interpreter runs through numpy."""
         state = self.state if self.state is not None else _state_combine.scalar_adapter(self.fn)
         return state, self.fn
 
-    def element_bytes(self, dtype: torch.dtype) -> tuple:
+    def element_bytes(self, dtype: torch.dtype) -> Tuple[int, int]:
         """``(bytes read, bytes of state)`` per element of ``dtype``: what the tuner sizes by."""
         return dtype.itemsize, self.state_dtype(dtype).itemsize
 

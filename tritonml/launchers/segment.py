@@ -163,9 +163,12 @@ def _layout_args(shape, axis: int, xs: tuple, outs: tuple) -> tuple:
 def _launch(xs: tuple, outs: tuple, offsets: torch.Tensor, axis: int, *, prepare, merge,
             finish, load_dtypes: tuple, state_dtypes: tuple, identity: tuple, scan: bool,
             exclusive: bool = False, reverse: bool = False, initial=None,
-            empty_index: bool = False, config: Optional[SegmentConfig] = None) -> None:
+            empty_index: bool = False, commutative: bool = True,
+            config: Optional[SegmentConfig] = None) -> None:
     """Run the segment kernel over ``xs`` into ``outs`` (``state_dtypes``: torch dtypes, one per
-    state component; ``load_dtypes``: one per input)."""
+    state component; ``load_dtypes``: one per input). ``commutative``: ``merge`` may fold a
+    segment's elements in any fixed order (the reductions, whose merges the reduce kernels fold in
+    a tree, and the sum and product scans), not only in traversal order (a user's combine)."""
     x = xs[0]
     shape = tuple(x.shape)
     args = _layout_args(shape, axis, xs, outs)
@@ -176,17 +179,18 @@ def _launch(xs: tuple, outs: tuple, offsets: torch.Tensor, axis: int, *, prepare
     if config is None:
         state_bytes = sum(d.itemsize for d in state_dtypes)
         config = segment_config(axis_len, inner_len, outer_len, state_bytes, x.device.type,
-                                x.device)
+                                x.device, scan=scan)
     block_axis, block_inner = config.block_axis, config.block_inner
     chains = outer_len * -(-inner_len // block_inner)
     tiles = max(1, -(-axis_len // block_axis))
     programs = chains * -(-tiles // config.chunk_tiles)
     n_segments = offsets.numel() - 1
     inner_strides = (*args[4], *args[7])
-    reaches = [_layout.last_offset(t.shape, t.stride()) + block_axis * abs(t.stride(axis))
+    reaches = [_layout.last_offset(t.shape, t.stride())
+               + block_axis * config.fold_tiles * abs(t.stride(axis))
                + block_inner * abs(inner_stride)
                for t, inner_stride in zip(xs + outs, inner_strides)]
-    index_64 = _layout.needs_index_64(*reaches, axis_len + block_axis,
+    index_64 = _layout.needs_index_64(*reaches, axis_len + block_axis * config.fold_tiles,
                                       n_segments + config.boundary_block + 1,
                                       programs * block_inner)
     seg_combine, seg_scan = _state_combine.segmented_adapters(merge, len(state_dtypes))
@@ -196,7 +200,8 @@ def _launch(xs: tuple, outs: tuple, offsets: torch.Tensor, axis: int, *, prepare
                 SCAN=scan, EXCLUSIVE=exclusive, REVERSE=reverse,
                 HAS_INITIAL=initial is not None, EMPTY_INDEX=empty_index, INDEX_64=index_64,
                 BLOCK_AXIS=block_axis, BOUNDARY_BLOCK=config.boundary_block,
-                BLOCK_INNER=block_inner, WINDOW=config.window,
+                BLOCK_INNER=block_inner, WINDOW=config.window, FOLD_TILES=config.fold_tiles,
+                COMMUTATIVE=commutative,
                 PTR_TUPLES=len(xs) > 1 or len(outs) > 1 or len(state_dtypes) > 1,
                 num_warps=config.num_warps)
     tuples = meta["PTR_TUPLES"]
@@ -320,7 +325,7 @@ def segment_associative_scan(combine_fn, xs, offsets: torch.Tensor, axis: int, *
                     prepare=_combine.keep_inputs, merge=combine_fn, finish=_combine.finish_value,
                     load_dtypes=states, state_dtypes=states,
                     identity=identity if identity is not None else (0,) * k, scan=True,
-                    exclusive=exclusive, reverse=reverse, config=config)
+                    exclusive=exclusive, reverse=reverse, commutative=False, config=config)
         except Exception as error:
             failure = _state_combine.combine_error(error, combine_fn, k)
             if failure is None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import importlib
 import linecache
+from typing import Optional
 
 # interpreted or compiled Triton, chosen before triton is imported
 from ..core import backend as _backend  # noqa: F401
@@ -44,12 +45,32 @@ _ADAPTER_FILE = "<tritonml combine adapter {name}>"
 
 
 class CombineError(RuntimeError):
-    """A user's combine function failed while a scan ran it. ``combine``: its qualified name
-    (``module.qualname``); ``filename`` and ``lineno``: the line of the function that failed
-    (None where it cannot be told); ``original``: the exception the function raised (its type
-    and traceback as raised, e.g. a NameError)."""
+    """A user's combine function failed while a scan ran it.
 
-    def __init__(self, message, combine, filename, lineno, original):
+    Raised by ``tritonml.associative_scan`` (and the scans built on it); the message gives the
+    function's qualified name, file:line, the line and its error once.
+
+    Attributes:
+        combine: Its qualified name (``module.qualname``).
+        filename: The file of the function that failed (None where it cannot be told).
+        lineno: The line of the function that failed (None where it cannot be told).
+        original: The exception the function raised (its type and traceback as raised, e.g. a
+            NameError).
+
+    Example:
+        >>> import tritonml
+        >>> error = tritonml.CombineError("m.f failed", "m.f", "m.py", 3, NameError("y"))
+        >>> isinstance(error, RuntimeError), error.combine, error.lineno, error.original
+        (True, 'm.f', 3, NameError('y'))
+    """
+
+    combine: str
+    filename: Optional[str]
+    lineno: Optional[int]
+    original: BaseException
+
+    def __init__(self, message: str, combine: str, filename: Optional[str],
+                 lineno: Optional[int], original: BaseException) -> None:
         super().__init__(message)
         self.combine, self.filename, self.lineno, self.original = (combine, filename, lineno,
                                                                    original)

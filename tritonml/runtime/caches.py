@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable, Dict, TypeVar
+
+_C = TypeVar("_C")
 
 # Caches are registered at import and cleared from any thread.
 _lock = threading.Lock()
@@ -30,14 +32,15 @@ class Cache:
 _registry: dict[str, Cache] = {}
 
 
-def register(name: str, cache, *, lock=None):
+def register(name: str, cache: _C, *, lock: Any = None) -> _C:
     """Register ``cache`` under ``name`` and return it: a container with ``clear()`` and ``len()``
     (a dict, a set), or a ``functools.lru_cache``/``functools.cache`` function. ``lock``: the lock
     the cache's owner takes around changes, taken here around clearing and sizing too."""
-    if hasattr(cache, "cache_clear"):
-        clear, size = cache.cache_clear, lambda: cache.cache_info().currsize
+    owner: Any = cache  # duck-typed: a container or an lru_cache function
+    if hasattr(owner, "cache_clear"):
+        clear, size = owner.cache_clear, lambda: owner.cache_info().currsize
     else:
-        clear, size = cache.clear, cache.__len__
+        clear, size = owner.clear, owner.__len__
     if lock is not None:
         clear, size = _locked(lock, clear), _locked(lock, size)
     with _lock:
@@ -45,7 +48,7 @@ def register(name: str, cache, *, lock=None):
     return cache
 
 
-def _locked(lock, fn):
+def _locked(lock: Any, fn: Callable[[], Any]) -> Callable[[], Any]:
     def call():
         with lock:
             return fn()
@@ -53,15 +56,41 @@ def _locked(lock, fn):
 
 
 def clear() -> None:
-    """Empty every registered cache."""
+    """Empty every registered cache.
+
+    The launchers' plans, the compiled kernels relaunched directly, the resident workspaces (their
+    device memory is freed), the combine functions generated for user reductions, and the tuner's
+    remembered answers, tables and cache files: the next call rebuilds what it needs exactly as a
+    first call would. A cache only saves time, so clearing one never changes a result. Per-thread
+    state (launch recorders, tuning targets, routing modes) is not a cache and is kept.
+
+    Example:
+        >>> from tritonml import runtime
+        >>> runtime.clear()
+        >>> set(runtime.sizes().values())
+        {0}
+    """
     with _lock:
         caches = list(_registry.values())
     for cache in caches:
         cache.clear()
 
 
-def sizes() -> dict:
-    """{name: number of entries} of every registered cache."""
+def sizes() -> Dict[str, int]:
+    """{name: number of entries} of every registered cache.
+
+    Returns:
+        A dict from each registered cache's name (``"tuner.answers"``, ...) to its number of
+        entries.
+
+    Example:
+        >>> import torch, tritonml
+        >>> from tritonml import runtime
+        >>> runtime.clear()
+        >>> _ = tritonml.cumulative_sum(torch.ones(4), 0)
+        >>> sum(runtime.sizes().values()) > 0     # the call's plan is remembered
+        True
+    """
     with _lock:
         caches = list(_registry.values())
     return {cache.name: cache.size() for cache in caches}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from dataclasses import dataclass, field
+from typing import Any, Dict, Iterator, List, Tuple
 
 import numpy
 import torch
@@ -17,11 +18,13 @@ import torch
 from ..core import backend as _backend, torch_compat as _torch_compat
 from . import relaunch as _relaunch
 
+__all__ = ["record", "Recorder", "Launch"]
+
 # Recorders are per thread: a benchmark counting its launches does not see another thread's.
 _local = threading.local()
 
 
-def _active() -> list:
+def _active() -> List["Recorder"]:
     if not hasattr(_local, "recorders"):
         _local.recorders = []
     return _local.recorders
@@ -29,24 +32,62 @@ def _active() -> list:
 
 @dataclass
 class Launch:
-    kernel: object
-    grid: tuple
-    args: tuple
-    meta: dict
+    """One kernel launch, as ``record`` collects it.
+
+    Attributes:
+        kernel: The ``@triton.jit`` kernel launched.
+        grid: The launch grid (programs along each grid axis).
+        args: The kernel's positional arguments (tensors, sizes, strides, ...).
+        meta: The keyword arguments: meta-parameters (tile sizes, ``num_warps``, ...).
+    """
+    kernel: Any
+    grid: Tuple[int, ...]
+    args: Tuple[Any, ...]
+    meta: Dict[str, Any]
 
     @property
     def name(self) -> str:
+        """The kernel's function name (``"scan_tiled_kernel"``)."""
         return getattr(self.kernel, "__name__", None) or self.kernel.fn.__name__
 
 
 @dataclass
 class Recorder:
+    """What a ``record`` block yields.
+
+    Attributes:
+        execute: Whether the recorded launches also run (False: a dry run).
+        launches: Every launch made in this thread while the block ran, in order.
+    """
     execute: bool = True
-    launches: list = field(default_factory=list)
+    launches: List[Launch] = field(default_factory=list)
 
 
 @contextlib.contextmanager
-def record(execute: bool = True):
+def record(execute: bool = True) -> Iterator[Recorder]:
+    """Collect each kernel launch of this thread (kernel, grid, arguments, meta-parameters) while
+    the block runs.
+
+    Benchmarks count launches with it, and the compile test turns the recorded launches into GPU
+    compilations without a GPU. Recorders are per thread and nest (each active one records).
+
+    Args:
+        execute: False skips the kernels themselves (a dry run: outputs are not written), so
+            specializations can be enumerated cheaply.
+
+    Yields:
+        The ``Recorder``; its ``launches`` fill as the block runs.
+
+    Example:
+        >>> import torch, tritonml
+        >>> from tritonml.runtime import trace
+        >>> with trace.record() as recorder:
+        ...     y = tritonml.cumulative_sum(torch.ones(4), 0)
+        >>> y
+        tensor([1., 2., 3., 4.])
+        >>> [(launch.name, launch.grid) for launch in recorder.launches]
+        [('scan_tiled_kernel', (1,))]
+    """
     rec = Recorder(execute)
     _active().append(rec)
     try:
@@ -74,7 +115,9 @@ def runs_eagerly(t: torch.Tensor, *, observers: bool = False) -> bool:
     return not (t.device.type == "cuda" and torch.cuda.is_current_stream_capturing())
 
 
-def launch(kernel, grid, *args, **meta) -> None:
+def launch(kernel: Any, grid: Any, *args: Any, **meta: Any) -> None:
+    """Launch ``kernel[grid](*args, **meta)``, recorded by every active ``record`` block (and not
+    run inside a dry one)."""
     execute = True
     for rec in _active():
         rec.launches.append(Launch(kernel, tuple(grid), args, dict(meta)))
@@ -94,7 +137,7 @@ def launch(kernel, grid, *args, **meta) -> None:
         torch.library.wrap_triton(kernel)[tuple(grid)](*args, **meta)
 
 
-def launch_prepared(prepared, tensors) -> None:
+def launch_prepared(prepared: Any, tensors: Any) -> None:
     """``launch(prepared.kernel, prepared.grid, *tensors, *prepared.tail, **prepared.meta)``
     (``relaunch.PreparedLaunch``): the same recording, dry runs and interpreter; on a GPU,
     outside any trace, a relaunch that reuses the prepared arguments."""

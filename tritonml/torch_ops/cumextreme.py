@@ -74,7 +74,8 @@ def _check_float(name: str, x: torch.Tensor) -> None:
 def _logcumsumexp(x: torch.Tensor, dim: int, reverse: bool = False) -> torch.Tensor:
     _checks.check_readable("x", x)
     _check_float("logcumsumexp", x)
-    return cumulative_scan(x, dim, LOGCUMSUMEXP, reverse=_checks.check_bool("reverse", reverse))
+    return cumulative_scan(  # pyright: ignore[reportReturnType] (no return_carry: a tensor)
+        x, dim, LOGCUMSUMEXP, reverse=_checks.check_bool("reverse", reverse))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -220,31 +221,86 @@ _LOGCUMSUMEXP = differentiable(_logcumsumexp_op, _setup_logcumsumexp, _backward_
 # ---------------------------------------------------------------------------------------------
 # Public functions
 # ---------------------------------------------------------------------------------------------
-def cummax(input: torch.Tensor, dim: int):
-    """torch.cummax: ``(values, indices)``, the running maximum of ``input`` along ``dim`` and
-    the index where each was taken, as ``torch.return_types.cummax``.
+def cummax(input: torch.Tensor, dim: int) -> torch.return_types.cummax:
+    """torch.cummax: the running maximum of ``input`` along ``dim`` and the index where each
+    was taken.
 
-    Any dtype the kernels take (floats, integers, bool), any strides. torch's rule: equal values
-    take the later index; a NaN sticks (every later value is NaN) and takes each later NaN's
-    index. One pass; differentiable in ``input`` (floats; forward and reverse mode), the gradient
-    going to the element each output took. Runs as ``torch.ops.tritonml.cummax``.
+    torch's rule: equal values take the later index; a NaN sticks (every later value is NaN)
+    and takes each later NaN's index. One pass. Runs as ``torch.ops.tritonml.cummax``.
+
+    Args:
+        input: Any dtype the kernels take (floats, integers, bool), any strides.
+        dim: The dim to scan along; negative counts from the end.
+
+    Returns:
+        ``(values, indices)`` as ``torch.return_types.cummax``, indices int64; differentiable
+        in ``input`` (floats; forward and reverse mode), the gradient going to the element each
+        output took.
+
+    Raises:
+        TypeError: input is not a tensor, or of a dtype the kernels do not take.
+        ValueError: dim is out of range.
+
+    Example:
+        >>> import torch, tritonml
+        >>> values, indices = tritonml.cummax(torch.tensor([1., 3., 2., 3.]), 0)
+        >>> values, indices
+        (tensor([1., 3., 3., 3.]), tensor([0, 1, 1, 3]))
     """
     values, indices = call(lambda t, d: _cum_extreme(t, d, True), _CUMMAX, input, dim)
     return torch.return_types.cummax((values, indices))
 
 
-def cummin(input: torch.Tensor, dim: int):
-    """torch.cummin: the running minimum and its indices (``torch.return_types.cummin``); the
-    rules of ``cummax`` with the order reversed. Runs as ``torch.ops.tritonml.cummin``."""
+def cummin(input: torch.Tensor, dim: int) -> torch.return_types.cummin:
+    """torch.cummin: the running minimum and its indices; the rules of ``cummax`` with the
+    order reversed.
+
+    Runs as ``torch.ops.tritonml.cummin``.
+
+    Args:
+        input: As for ``cummax``.
+        dim: The dim to scan along; negative counts from the end.
+
+    Returns:
+        ``(values, indices)`` as ``torch.return_types.cummin``.
+
+    Raises:
+        TypeError: As for ``cummax``.
+        ValueError: dim is out of range.
+
+    Example:
+        >>> import torch, tritonml
+        >>> values, indices = tritonml.cummin(torch.tensor([3., 1., 2., 1.]), 0)
+        >>> values, indices
+        (tensor([3., 1., 1., 1.]), tensor([0, 1, 1, 3]))
+    """
     values, indices = call(lambda t, d: _cum_extreme(t, d, False), _CUMMIN, input, dim)
     return torch.return_types.cummin((values, indices))
 
 
 def logcumsumexp(input: torch.Tensor, dim: int, *, reverse: bool = False) -> torch.Tensor:
-    """torch.logcumsumexp: log(sum_{j<=i} exp(x_j)) along ``dim``, stable at any magnitude
-    (-inf elements add nothing, +inf gives +inf, NaN propagates). Floating-point ``input`` only,
-    as torch. ``reverse``: from the end of the dim (not in torch). Differentiable (forward and
-    reverse mode, double backward). Runs as ``torch.ops.tritonml.logcumsumexp``.
+    """torch.logcumsumexp: ``log(sum_{j<=i} exp(x_j))`` along ``dim``, stable at any magnitude.
+
+    -inf elements add nothing, +inf gives +inf, NaN propagates. Runs as
+    ``torch.ops.tritonml.logcumsumexp``.
+
+    Args:
+        input: A floating-point tensor, as torch.
+        dim: The dim to scan along; negative counts from the end.
+        reverse: From the end of the dim (not in torch).
+
+    Returns:
+        A tensor of input's shape and dtype, differentiable (forward and reverse mode, double
+        backward).
+
+    Raises:
+        TypeError: input is not a floating-point tensor, or reverse is not a bool.
+        ValueError: dim is out of range.
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.logcumsumexp(torch.tensor([0., 0., 0.]), 0)   # log 1, log 2, log 3
+        tensor([0.0000, 0.6931, 1.0986])
     """
     return call(_logcumsumexp, _LOGCUMSUMEXP, input, dim, reverse)
 

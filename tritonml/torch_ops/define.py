@@ -8,11 +8,27 @@ there the ops are opaque ``torch.library.custom_op``s: torch.compile and export 
 calls whose shapes come from the fake kernels. The schema, the fake kernels, autograd and vmap rules
 are the same in both cases.
 """
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar, cast
+
 import torch
+
+if TYPE_CHECKING:
+    from torch._library.custom_ops import CustomOpDef
 
 from ..core import backend as _backend, torch_compat as _torch_compat
 
 NAMESPACE = "tritonml"
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def compiler_disable(fn: _F) -> _F:
+    """``torch.compiler.disable(fn)`` (torch.compile runs ``fn`` eagerly: a graph break), typed
+    as ``fn`` itself: torch's own annotation loses the signature, so type checkers would see
+    the public functions it wraps as untyped."""
+    return cast(_F, torch.compiler.disable(fn))
 
 
 # torch's dispatcher would resolve a negative view (``is_neg()``) with a copy before any kernel
@@ -21,26 +37,32 @@ NAMESPACE = "tritonml"
 _LIBRARY = torch.library.Library(NAMESPACE, "IMPL")
 
 
-def define(name: str, *, mutates_args=(), opaque: bool = False):
+def define(name: str, *, mutates_args: Iterable[str] = (),
+           opaque: bool = False) -> Callable[[Callable[..., Any]], CustomOpDef]:
     """A decorator registering a function as ``torch.ops.tritonml.<name>`` (schema from its type
     hints), with ``mutates_args`` naming the arguments it writes. ``opaque``: a ``custom_op`` with
     compiled Triton too, for ops whose launches pass tensors inside tuples (several state
     components: ``PTR_TUPLES``), which torch's tracing of Triton kernels does not see: traced
     into, such a launch would look like it writes nothing and be dropped from the graph."""
     qualname = f"{NAMESPACE}::{name}"
+    register: Callable[[Callable[..., Any]], CustomOpDef]
     if _backend.INTERPRET or opaque:
-        register = torch.library.custom_op(qualname, mutates_args=mutates_args)
+        # custom_op without fn returns the decorator (its annotation is a union of both forms)
+        register = cast(Callable[[Callable[..., Any]], "CustomOpDef"],
+                        torch.library.custom_op(qualname, mutates_args=mutates_args))
     else:
         register = torch.library.triton_op(qualname, mutates_args=mutates_args)
 
-    def decorator(fn):
+    def decorator(fn: Callable[..., Any]) -> CustomOpDef:
         op = register(fn)
         _LIBRARY.impl(name, torch.library.fallthrough_kernel, "Negative")
         return op
     return decorator
 
 
-def differentiable(op, setup_context, backward, jvp=None):
+def differentiable(op: CustomOpDef, setup_context: Callable[..., Any],
+                   backward: Callable[..., Any],
+                   jvp: Callable[..., Any] | None = None) -> Callable[..., Any]:
     """Register ``backward`` as ``op``'s autograd formula, and return ``op`` as an
     ``autograd.Function`` with the same formula for the public functions to call.
 
@@ -65,7 +87,7 @@ def differentiable(op, setup_context, backward, jvp=None):
 
     # Named after the op, so grad_fn reads CumulativeSumBackward, ReduceBackward, ...
     name = "".join(part.title() for part in op._name.split("_"))
-    methods = dict(generate_vmap_rule=True, forward=staticmethod(forward),
+    methods: dict[str, Any] = dict(generate_vmap_rule=True, forward=staticmethod(forward),
                    setup_context=staticmethod(setup), backward=staticmethod(backward))
     if jvp is not None:
         # The tangent formula runs eagerly even when reached from compiled code: Dynamo compiling
@@ -134,8 +156,11 @@ def direct_call_allowed(x, out=None, inputs=()) -> bool:
         return False
     if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         return False
-    return not (torch.compiler.is_compiling() or torch.jit.is_tracing()
-                or _peek_functorch() is not None or _len_function_modes()
+    # (both callables are set: _DIRECT_CALLS_POSSIBLE)
+    return not (torch.compiler.is_compiling()
+                or torch.jit.is_tracing()  # pyright: ignore[reportPrivateImportUsage]
+                or _peek_functorch() is not None  # pyright: ignore[reportOptionalCall]
+                or _len_function_modes()  # pyright: ignore[reportOptionalCall]
                 or _torch_compat.forward_ad_active()
                 or _torch_compat.current_dispatch_mode() is not None
                 or _torch_compat.profiler_enabled())

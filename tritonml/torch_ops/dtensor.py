@@ -15,6 +15,8 @@ first DTensor call.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..core import checks as _checks
@@ -215,9 +217,10 @@ def associative_scan(combine_fn, xs, axis, reverse, exclusive, identity, initial
     if initial is not None:
         initial = tuple(_initial_like(t, first, axis) for t in
                         (initial if isinstance(initial, (tuple, list)) else (initial,)))
-    return _td().associative_scan(combine_fn, moved if isinstance(xs, (tuple, list)) else
-                                  moved[0], axis, reverse=reverse, exclusive=exclusive,
-                                  identity=identity, initial=initial, out=out)
+    # (untyped: DTensors, which the typed overloads of tensors do not list)
+    scan: Any = _td().associative_scan
+    return scan(combine_fn, moved if isinstance(xs, (tuple, list)) else moved[0], axis,
+                reverse=reverse, exclusive=exclusive, identity=identity, initial=initial, out=out)
 
 
 def reduce_with(run_local, reduction, xs, axes, keepdims):

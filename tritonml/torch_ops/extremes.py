@@ -20,7 +20,7 @@ NaN result sends it to the NaNs), as torch's amax/amin and aminmax do.
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Sequence, Tuple, Union
 
 import torch
 
@@ -48,9 +48,9 @@ def _with_index(x: torch.Tensor, dim: int, keepdim: bool, largest: bool):
 
 def _aminmax(x: torch.Tensor, axes: List[int], keepdim: bool):
     _checks.check_readable("x", x)
-    axes = op_axes(axes, x.dim())
-    check_not_empty("aminmax", x, axes)
-    low, high = reduce_with_axes(_reductions.aminmax, comparable(x), axes,
+    normalized = op_axes(axes, x.dim())
+    check_not_empty("aminmax", x, normalized)
+    low, high = reduce_with_axes(_reductions.aminmax, comparable(x), normalized,
                                  keepdims=_checks.check_bool("keepdim", keepdim))
     return as_input(low, x), as_input(high, x)
 
@@ -203,29 +203,97 @@ _AMINMAX = differentiable(_aminmax_op, _setup_aminmax, _backward_aminmax, jvp=_j
 # ---------------------------------------------------------------------------------------------
 # Public functions
 # ---------------------------------------------------------------------------------------------
-def max_with_indices(input: torch.Tensor, dim: int, keepdim: bool = False):
-    """torch.max(input, dim, keepdim): ``(values, indices)`` of the largest element along
-    ``dim``, as ``torch.return_types.max``, in one pass. torch's rule: ties give the first
-    index; any NaN makes the value NaN and the index the first NaN's. Any dtype the kernels take,
-    bool included; an empty ``dim`` is an error (ValueError), as in torch. Differentiable in
-    ``input`` (the gradient goes to the index taken). Runs as
-    ``torch.ops.tritonml.max_with_indices``."""
+def max_with_indices(input: torch.Tensor, dim: int,
+                     keepdim: bool = False) -> torch.return_types.max:
+    """torch.max(input, dim, keepdim): the largest element along ``dim`` and its index, in one
+    pass.
+
+    torch's rule: ties give the first index; any NaN makes the value NaN and the index the first
+    NaN's. Runs as ``torch.ops.tritonml.max_with_indices``.
+
+    Args:
+        input: Any dtype the kernels take, bool included; any strides.
+        dim: The dim to reduce; negative counts from the end.
+        keepdim: Keep ``dim`` as size 1.
+
+    Returns:
+        ``(values, indices)`` as ``torch.return_types.max``, indices int64; differentiable in
+        ``input`` (the gradient goes to the index taken).
+
+    Raises:
+        TypeError: input is not a tensor or of a dtype the kernels do not take, or keepdim is
+            not a bool.
+        ValueError: dim is out of range, or empty (as in torch).
+
+    Example:
+        >>> import torch, tritonml
+        >>> x = torch.tensor([[1., 5., 2.], [4., 0., 4.]])
+        >>> values, indices = tritonml.max_with_indices(x, 1)
+        >>> values, indices
+        (tensor([5., 4.]), tensor([1, 0]))
+    """
     values, indices = call(lambda t, d, k: _with_index(t, d, k, True), _MAX, input, dim, keepdim)
     return torch.return_types.max((values, indices))
 
 
-def min_with_indices(input: torch.Tensor, dim: int, keepdim: bool = False):
-    """torch.min(input, dim, keepdim): the smallest element and its index
-    (``torch.return_types.min``), the rules of ``max_with_indices``."""
+def min_with_indices(input: torch.Tensor, dim: int,
+                     keepdim: bool = False) -> torch.return_types.min:
+    """torch.min(input, dim, keepdim): the smallest element along ``dim`` and its index, the
+    rules of ``max_with_indices``.
+
+    Runs as ``torch.ops.tritonml.min_with_indices``.
+
+    Args:
+        input: As for ``max_with_indices``.
+        dim: The dim to reduce; negative counts from the end.
+        keepdim: Keep ``dim`` as size 1.
+
+    Returns:
+        ``(values, indices)`` as ``torch.return_types.min``.
+
+    Raises:
+        TypeError: As for ``max_with_indices``.
+        ValueError: As for ``max_with_indices``.
+
+    Example:
+        >>> import torch, tritonml
+        >>> x = torch.tensor([[1., 5., 2.], [4., 0., 4.]])
+        >>> tritonml.min_with_indices(x, 1, keepdim=True).indices
+        tensor([[0],
+                [1]])
+    """
     values, indices = call(lambda t, d, k: _with_index(t, d, k, False), _MIN, input, dim, keepdim)
     return torch.return_types.min((values, indices))
 
 
-def aminmax(input: torch.Tensor, *, dim=None, keepdim: bool = False):
-    """torch.aminmax: ``(min, max)`` over ``dim`` in one pass, as ``torch.return_types.aminmax``.
-    ``dim``: None (every dim), an int, or (beyond torch) a sequence of ints. NaN propagates to
-    both; an empty reduced dim is an error, as in torch. Differentiable in ``input`` (ties share
-    the gradient evenly). Runs as ``torch.ops.tritonml.aminmax``."""
+def aminmax(input: torch.Tensor, *, dim: Union[int, Sequence[int], None] = None,
+            keepdim: bool = False) -> torch.return_types.aminmax:
+    """torch.aminmax: ``(min, max)`` over ``dim`` in one pass.
+
+    NaN propagates to both. Runs as ``torch.ops.tritonml.aminmax``.
+
+    Args:
+        input: Any dtype the kernels take, any strides.
+        dim: None (every dim), an int, or (beyond torch) a sequence of ints.
+        keepdim: Keep the reduced dims as size 1.
+
+    Returns:
+        ``(min, max)`` as ``torch.return_types.aminmax``; differentiable in ``input`` (ties
+        share the gradient evenly).
+
+    Raises:
+        TypeError: As for ``max_with_indices``.
+        ValueError: A dim out of range, or an empty reduced dim (as in torch).
+
+    Example:
+        >>> import torch, tritonml
+        >>> x = torch.tensor([[1., 5., 2.], [4., 0., 4.]])
+        >>> low, high = tritonml.aminmax(x)
+        >>> low, high
+        (tensor(0.), tensor(5.))
+        >>> tritonml.aminmax(x, dim=0).max
+        tensor([4., 5., 4.])
+    """
     axes = axes_list(dim, input.dim()) if isinstance(input, torch.Tensor) else dim
     low, high = call(_aminmax, _AMINMAX, input, axes, keepdim)
     return torch.return_types.aminmax((low, high))

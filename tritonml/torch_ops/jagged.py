@@ -33,10 +33,10 @@ def _parts(x: torch.Tensor):
     if ragged != 1:
         raise TypeError(f"x: the jagged tensor's ragged dim is {ragged}; only dim 1 (the layout "
                         "torch.nested.nested_tensor makes) is supported")
-    if x.lengths() is not None:
+    if x.lengths() is not None:  # pyright: ignore[reportAttributeAccessIssue] (a NestedTensor)
         raise TypeError("x: a jagged tensor with holes (lengths(), e.g. from narrow) is not "
                         "supported; call .contiguous() first")
-    return x.values(), x.offsets()
+    return x.values(), x.offsets()  # pyright: ignore[reportAttributeAccessIssue]
 
 
 def _refuse(**options) -> None:
@@ -74,7 +74,8 @@ def reduce(dense_reduce, x, function, axes, keepdims, index_dtype, out):
         raise ValueError("axes: 0 is the jagged tensor's batch of sequences; reduce the ragged "
                          "dim (1) or later ones")
     if axes == (1,):
-        result = segment_reduce(values, function, offsets=offsets, axis=0, keepdims=keepdims)
+        result: torch.Tensor = segment_reduce(  # pyright: ignore[reportAssignmentType] (a ReduceFunction)
+            values, function, offsets=offsets, axis=0, keepdims=keepdims)
         if result.dtype != torch.int64:
             return result
         # positions in the values -> positions in each sequence (an empty one's: its length, 0)

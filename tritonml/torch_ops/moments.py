@@ -22,7 +22,7 @@ where std is 0, d mean / d x = 1 / n; the jvps are the same formulas applied to 
 from __future__ import annotations
 
 import math
-from typing import List, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -174,34 +174,141 @@ def _public(ops: _MomentOps, input, dim, unbiased, keepdim, correction):
     return call(ops.launch, ops.differentiable, input, axes, correction, keepdim)
 
 
-def var(input: torch.Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
-    """torch.var: the variance over ``dim`` (None or an empty sequence: every dim; an int or a
-    sequence of ints), dividing by max(n - correction, 0). ``correction`` (default 1) or the
-    legacy ``unbiased`` (True: 1, False: 0), as torch takes them (``var(x, True)`` too).
-    Floating-point input only; the result has its dtype (half types accumulate in float32).
+def var(input: torch.Tensor, dim: Union[int, Sequence[int], bool, None] = None,
+        unbiased: Optional[bool] = None, keepdim: bool = False, *,
+        correction: Union[int, float, None] = None) -> torch.Tensor:
+    """torch.var: the variance over ``dim``, dividing by ``max(n - correction, 0)``.
+
     One pass (Welford); NaN where n <= correction with equal elements, inf where n <= correction
-    otherwise, NaN for infinite or NaN data. Differentiable (forward and reverse mode).
-    Runs as ``torch.ops.tritonml.var``."""
+    otherwise, NaN for infinite or NaN data. Runs as ``torch.ops.tritonml.var``.
+
+    Args:
+        input: A floating-point tensor (the result has its dtype; half types accumulate in
+            float32).
+        dim: None or an empty sequence: every dim; an int or a sequence of ints. A bool here is
+            the legacy ``unbiased`` (``var(x, True)``), as torch takes it.
+        unbiased: The legacy spelling of correction: True: 1, False: 0.
+        keepdim: Keep the reduced dims as size 1.
+        correction: Divide by ``max(n - correction, 0)``; default 1.
+
+    Returns:
+        The variance, of input's dtype; differentiable (forward and reverse mode).
+
+    Raises:
+        TypeError: input is not a floating-point tensor, correction is not a number, keepdim or
+            unbiased is not a bool, or both correction and unbiased are given (as torch).
+        ValueError: A dim out of range or repeated.
+
+    Example:
+        >>> import torch, tritonml
+        >>> x = torch.tensor([2., 4., 4., 4., 5., 5., 7., 9.])
+        >>> tritonml.var(x)                 # 32 / 7
+        tensor(4.5714)
+        >>> tritonml.var(x, correction=0)   # 32 / 8
+        tensor(4.)
+    """
     return _public(_VAR, input, dim, unbiased, keepdim, correction)
 
 
-def std(input: torch.Tensor, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
-    """torch.std: sqrt of ``var`` (same arguments). Runs as ``torch.ops.tritonml.std``."""
+def std(input: torch.Tensor, dim: Union[int, Sequence[int], bool, None] = None,
+        unbiased: Optional[bool] = None, keepdim: bool = False, *,
+        correction: Union[int, float, None] = None) -> torch.Tensor:
+    """torch.std: the square root of ``var``, with the same arguments.
+
+    Runs as ``torch.ops.tritonml.std``.
+
+    Args:
+        input: A floating-point tensor (the result has its dtype; half types accumulate in
+            float32).
+        dim: None or an empty sequence: every dim; an int or a sequence of ints. A bool here is
+            the legacy ``unbiased`` (``var(x, True)``), as torch takes it.
+        unbiased: The legacy spelling of correction: True: 1, False: 0.
+        keepdim: Keep the reduced dims as size 1.
+        correction: Divide by ``max(n - correction, 0)``; default 1.
+
+    Returns:
+        The standard deviation, of input's dtype; differentiable.
+
+    Raises:
+        TypeError: input is not a floating-point tensor, correction is not a number, keepdim or
+            unbiased is not a bool, or both correction and unbiased are given (as torch).
+        ValueError: A dim out of range or repeated.
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.std(torch.tensor([2., 4., 4., 4., 5., 5., 7., 9.]), correction=0)
+        tensor(2.)
+    """
     return _public(_STD, input, dim, unbiased, keepdim, correction)
 
 
-def var_mean(input: torch.Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
-             correction=None):
-    """torch.var_mean: ``(var, mean)`` from the one pass (same arguments as ``var``); the mean
-    of an empty dim is NaN. Runs as ``torch.ops.tritonml.var_mean``."""
-    return tuple(_public(_VAR_MEAN, input, dim, unbiased, keepdim, correction))
+def var_mean(input: torch.Tensor, dim: Union[int, Sequence[int], bool, None] = None,
+         unbiased: Optional[bool] = None, keepdim: bool = False, *,
+         correction: Union[int, float, None] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """torch.var_mean: ``(var, mean)`` from the one pass, with the arguments of ``var``.
+
+    The mean of an empty dim is NaN. Runs as ``torch.ops.tritonml.var_mean``.
+
+    Args:
+        input: A floating-point tensor (the result has its dtype; half types accumulate in
+            float32).
+        dim: None or an empty sequence: every dim; an int or a sequence of ints. A bool here is
+            the legacy ``unbiased`` (``var(x, True)``), as torch takes it.
+        unbiased: The legacy spelling of correction: True: 1, False: 0.
+        keepdim: Keep the reduced dims as size 1.
+        correction: Divide by ``max(n - correction, 0)``; default 1.
+
+    Returns:
+        ``(var, mean)``, of input's dtype; differentiable.
+
+    Raises:
+        TypeError: input is not a floating-point tensor, correction is not a number, keepdim or
+            unbiased is not a bool, or both correction and unbiased are given (as torch).
+        ValueError: A dim out of range or repeated.
+
+    Example:
+        >>> import torch, tritonml
+        >>> var, mean = tritonml.var_mean(torch.tensor([2., 4., 4., 4., 5., 5., 7., 9.]))
+        >>> var, mean
+        (tensor(4.5714), tensor(5.))
+    """
+    result = _public(_VAR_MEAN, input, dim, unbiased, keepdim, correction)
+    return tuple(result)  # pyright: ignore[reportReturnType] (the op's two outputs)
 
 
-def std_mean(input: torch.Tensor, dim=None, unbiased=None, keepdim: bool = False, *,
-             correction=None):
-    """torch.std_mean: ``(std, mean)`` from the one pass. Runs as
-    ``torch.ops.tritonml.std_mean``."""
-    return tuple(_public(_STD_MEAN, input, dim, unbiased, keepdim, correction))
+def std_mean(input: torch.Tensor, dim: Union[int, Sequence[int], bool, None] = None,
+         unbiased: Optional[bool] = None, keepdim: bool = False, *,
+         correction: Union[int, float, None] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """torch.std_mean: ``(std, mean)`` from the one pass, with the arguments of ``var``.
+
+    Runs as ``torch.ops.tritonml.std_mean``.
+
+    Args:
+        input: A floating-point tensor (the result has its dtype; half types accumulate in
+            float32).
+        dim: None or an empty sequence: every dim; an int or a sequence of ints. A bool here is
+            the legacy ``unbiased`` (``var(x, True)``), as torch takes it.
+        unbiased: The legacy spelling of correction: True: 1, False: 0.
+        keepdim: Keep the reduced dims as size 1.
+        correction: Divide by ``max(n - correction, 0)``; default 1.
+
+    Returns:
+        ``(std, mean)``, of input's dtype; differentiable.
+
+    Raises:
+        TypeError: input is not a floating-point tensor, correction is not a number, keepdim or
+            unbiased is not a bool, or both correction and unbiased are given (as torch).
+        ValueError: A dim out of range or repeated.
+
+    Example:
+        >>> import torch, tritonml
+        >>> x = torch.tensor([[1., 3.], [2., 6.]])
+        >>> std, mean = tritonml.std_mean(x, dim=1, correction=0)
+        >>> std, mean
+        (tensor([1., 2.]), tensor([2., 4.]))
+    """
+    result = _public(_STD_MEAN, input, dim, unbiased, keepdim, correction)
+    return tuple(result)  # pyright: ignore[reportReturnType] (the op's two outputs)
 
 
 __all__ = ["var", "std", "var_mean", "std_mean"]

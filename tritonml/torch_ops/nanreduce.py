@@ -17,7 +17,7 @@ every non-NaN element and 0 at the NaNs; the jvps apply the same to the tangent.
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List, Optional, Sequence, Union
 
 import torch
 
@@ -128,20 +128,61 @@ def _public(launch_mean: bool, op, input, dim, keepdim, dtype):
     return result if dtype is None or result.dtype == dtype else result.to(dtype)
 
 
-def nansum(input: torch.Tensor, dim=None, keepdim: bool = False, *,
-           dtype: Optional[torch.dtype] = None) -> torch.Tensor:
-    """torch.nansum: the sum over ``dim`` (None or an empty sequence: every dim; an int or a
-    sequence of ints) with NaN counted as 0. Floats keep their dtype; integers and bool give
-    int64 (wrapping), as torch. ``dtype``: convert the input first. One pass; differentiable
-    (forward and reverse mode; 0 at the NaNs). Runs as ``torch.ops.tritonml.nansum``."""
+def nansum(input: torch.Tensor, dim: Union[int, Sequence[int], None] = None,
+           keepdim: bool = False, *, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """torch.nansum: the sum over ``dim`` with NaN counted as 0.
+
+    One pass. Runs as ``torch.ops.tritonml.nansum``.
+
+    Args:
+        input: A tensor of any dtype the kernels take.
+        dim: None or an empty sequence: every dim; an int or a sequence of ints.
+        keepdim: Keep the reduced dims as size 1.
+        dtype: Convert the input to it first (an integer dtype is the result's too).
+
+    Returns:
+        The sum. Floats keep their dtype; integers and bool give int64 (wrapping), as torch.
+        Differentiable (forward and reverse mode; 0 at the NaNs).
+
+    Raises:
+        TypeError: input is not a tensor, or keepdim is not a bool.
+        ValueError: A dim out of range or repeated.
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.nansum(torch.tensor([1., float("nan"), 2.]))
+        tensor(3.)
+        >>> tritonml.nansum(torch.tensor([[1, 2], [3, 4]], dtype=torch.int32), dim=1)
+        tensor([3, 7])
+    """
     return _public(False, _NANSUM, input, dim, keepdim, dtype)
 
 
-def nanmean(input: torch.Tensor, dim=None, keepdim: bool = False, *,
-            dtype: Optional[torch.dtype] = None) -> torch.Tensor:
-    """torch.nanmean: the mean of the non-NaN elements over ``dim`` (NaN where there is none),
-    floating-point input only, as torch. One pass ((sum, count) together); differentiable.
-    Runs as ``torch.ops.tritonml.nanmean``."""
+def nanmean(input: torch.Tensor, dim: Union[int, Sequence[int], None] = None,
+            keepdim: bool = False, *, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """torch.nanmean: the mean of the non-NaN elements over ``dim`` (NaN where there is none).
+
+    One pass ((sum, count) together). Runs as ``torch.ops.tritonml.nanmean``.
+
+    Args:
+        input: A floating-point tensor, as torch.
+        dim: None or an empty sequence: every dim; an int or a sequence of ints.
+        keepdim: Keep the reduced dims as size 1.
+        dtype: Convert the input to it first.
+
+    Returns:
+        The mean, of input's dtype (or ``dtype``); differentiable.
+
+    Raises:
+        TypeError: input is not a floating-point tensor, or keepdim is not a bool.
+        ValueError: A dim out of range or repeated.
+
+    Example:
+        >>> import torch, tritonml
+        >>> nan = float("nan")
+        >>> tritonml.nanmean(torch.tensor([[1., nan, 2.], [nan, nan, nan]]), dim=1)
+        tensor([1.5000,    nan])
+    """
     return _public(True, _NANMEAN, input, dim, keepdim, dtype)
 
 

@@ -22,7 +22,7 @@ forward-mode tangent is the recurrence itself over other tokens:
     dh[t]     = gates[t] * dh[t - 1] + (dtokens[t] + dgates[t] * h[t - 1]),  dh[-1] = dinitial
 """
 import contextlib
-from typing import Optional
+from typing import Any, Literal, Optional, Tuple, Union, overload
 
 import torch
 
@@ -38,7 +38,8 @@ from .scan import _batch_initial, eager_carry_call
 def _linear_recurrence_op(gates: torch.Tensor, tokens: torch.Tensor, axis: int,
                           reverse: bool = False,
                           initial: Optional[torch.Tensor] = None) -> torch.Tensor:
-    return recurrence(gates, tokens, axis, reverse=reverse, initial=initial)
+    return recurrence(  # pyright: ignore[reportReturnType] (no return_carry)
+        gates, tokens, axis, reverse=reverse, initial=initial)
 
 
 @_linear_recurrence_op.register_fake
@@ -81,7 +82,7 @@ def _backward(ctx, grad):
     """``LINEAR_RECURRENCE.backward`` (tritonml/launchers/scan_records.py), its reverse
     recurrence run through the differentiable op."""
     gates, output, initial = ctx.saved_tensors
-    grad_gates, grad_tokens, grad_initial = LINEAR_RECURRENCE.backward(
+    grad_gates, grad_tokens, grad_initial = LINEAR_RECURRENCE.backward(  # pyright: ignore[reportOptionalCall]
         _LINEAR_RECURRENCE, gates, output, initial if ctx.has_initial else None, grad, ctx.axis,
         ctx.reverse)
     return grad_gates, grad_tokens, None, None, grad_initial
@@ -91,32 +92,68 @@ def _jvp(ctx, gates_tangent, tokens_tangent, _axis, _reverse, initial_tangent=No
     """``LINEAR_RECURRENCE.jvp``: the recurrence over the tangent tokens, through the
     differentiable op."""
     gates, output, initial = ctx.saved_tensors
-    return LINEAR_RECURRENCE.jvp(_LINEAR_RECURRENCE, gates, output,
-                                 initial if ctx.has_initial else None, gates_tangent,
-                                 tokens_tangent, initial_tangent, ctx.axis, ctx.reverse)
+    return LINEAR_RECURRENCE.jvp(  # pyright: ignore[reportOptionalCall]
+        _LINEAR_RECURRENCE, gates, output, initial if ctx.has_initial else None, gates_tangent,
+        tokens_tangent, initial_tangent, ctx.axis, ctx.reverse)
 
 
 _LINEAR_RECURRENCE = differentiable(_linear_recurrence_op, _setup_context, _backward, _jvp)
 
 
+@overload
 def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
-                      reverse: bool = False,
-                      initial: Optional[torch.Tensor] = None, return_carry: bool = False):
+                      reverse: bool = ..., initial: Optional[torch.Tensor] = ...,
+                      return_carry: Literal[False] = ...) -> torch.Tensor: ...
+@overload
+def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
+                      reverse: bool = ..., initial: Optional[torch.Tensor] = ...,
+                      return_carry: Literal[True]) -> Tuple[torch.Tensor, torch.Tensor]: ...
+@overload
+def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
+                      reverse: bool = ..., initial: Optional[torch.Tensor] = ...,
+                      return_carry: bool) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
+def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
+                      reverse: bool = False, initial: Optional[torch.Tensor] = None,
+                      return_carry: bool = False
+                      ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """``h[t] = gates[t] * h[t-1] + tokens[t]`` along ``axis``: a first-order linear recurrence
     (the state update of linear RNNs and diagonal state-space models), as one scan.
 
-    gates, tokens: tensors of one shape, dtype and device (any strides, expanded views too).
-    reverse: run from the end of the axis (``h[t] = gates[t] * h[t+1] + tokens[t]``).
-    initial: None (h before the first step is 0) or the state before the first step in traversal
-    order: a tensor of the inputs' shape without ``axis``, the inputs' dtype or their
-    accumulation dtype (float64 for float32), same device.
-    return_carry: return ``(h, carry)``, ``carry`` the last h of each scan in the accumulation
-    dtype: the ``initial`` that continues the recurrence over the next chunk with nothing rounded
-    (docs/dsl.md). Eager only: no autograd, vmap or graph capture.
-    Returns h, a tensor of the inputs' shape and dtype, differentiable in gates, tokens and
-    initial in reverse and forward mode (the backward pass is a linear recurrence in the other
-    direction, the tangent one in the same direction, on the same kernels). Runs as
-    ``torch.ops.tritonml.linear_recurrence``; see docs/dsl.md for accuracy.
+    The backward pass is a linear recurrence in the other direction, the tangent one in the
+    same direction, on the same kernels. Runs as ``torch.ops.tritonml.linear_recurrence``; see
+    docs/dsl.md for accuracy.
+
+    Args:
+        gates: A tensor of tokens' shape, dtype and device (any strides, expanded views too).
+        tokens: A tensor of gates' shape, dtype and device.
+        axis: The axis of the steps; negative counts from the end.
+        reverse: Run from the end of the axis (``h[t] = gates[t] * h[t+1] + tokens[t]``).
+        initial: None (h before the first step is 0) or the state before the first step in
+            traversal order: a tensor of the inputs' shape without ``axis``, the inputs' dtype
+            or their accumulation dtype (float64 for float32), same device.
+        return_carry: Return ``(h, carry)``, ``carry`` the last h of each scan in the
+            accumulation dtype: the ``initial`` that continues the recurrence over the next
+            chunk with nothing rounded (docs/dsl.md). Eager only: no autograd, vmap or graph
+            capture.
+
+    Returns:
+        h, a tensor of the inputs' shape and dtype, differentiable in gates, tokens and initial
+        in reverse and forward mode; with ``return_carry``, ``(h, carry)``.
+
+    Raises:
+        TypeError: An input is not a tensor, dtypes differ, or reverse / return_carry is not a
+            bool.
+        ValueError: Shapes or devices differ, axis is out of range, or initial has the wrong
+            shape.
+        RuntimeError: return_carry with inputs that require grad or carry a tangent.
+
+    Example:
+        >>> import torch, tritonml
+        >>> gates, tokens = torch.tensor([0.5, 0.5, 0.5]), torch.tensor([1., 1., 1.])
+        >>> tritonml.linear_recurrence(gates, tokens, 0)
+        tensor([1.0000, 1.5000, 1.7500])
+        >>> tritonml.linear_recurrence(gates, tokens, 0, initial=torch.tensor(2.))
+        tensor([2., 2., 2.])
     """
     if _checks.check_bool("return_carry", return_carry):
         return eager_carry_call(lambda: recurrence(gates, tokens, axis, reverse=reverse,
@@ -124,7 +161,8 @@ def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
                                 gates, tokens, initial)
     inputs = (tokens,) if initial is None else (tokens, initial)
     if direct_call_allowed(gates, None, inputs):
-        return recurrence(gates, tokens, axis, reverse=reverse, initial=initial)
+        return recurrence(  # pyright: ignore[reportReturnType] (no return_carry: a tensor)
+            gates, tokens, axis, reverse=reverse, initial=initial)
     compiling = torch.compiler.is_compiling()
     if not compiling:
         for name, t in (("gates", gates), ("tokens", tokens), ("initial", initial)):

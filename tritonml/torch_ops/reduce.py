@@ -9,7 +9,8 @@ public function ``tritonml.reduce`` that calls them:
 public function, and an empty list means every axis. Gradients and forward-mode tangents: each
 function's record (``backward``, ``jvp``; tritonml/reduce_functions.py), docs/torch.md.
 """
-from typing import List, Optional
+import enum
+from typing import List, Optional, Sequence, Union
 
 import torch
 
@@ -126,7 +127,7 @@ def _jvp(ctx, x_tangent, *_):
                            "has no jvp)")
     axes = ctx.axes if x.dim() else ()
     (tangent,) = record.jvp((x,), (result.reshape(ctx.keep_shape),), (x_tangent,), axes)
-    return tangent.reshape(result.shape)
+    return tangent.reshape(result.shape)  # pyright: ignore[reportOptionalMemberAccess]
 
 
 differentiable_reduce = differentiable(reduce_op, _setup_context, _backward, _jvp)
@@ -135,26 +136,60 @@ differentiable_reduce = differentiable(reduce_op, _setup_context, _backward, _jv
 # ---------------------------------------------------------------------------------------------
 # Public function
 # ---------------------------------------------------------------------------------------------
-def reduce(x: torch.Tensor, function, axes=None, *, keepdims: bool = True,
-           index_dtype: torch.dtype = torch.int64, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+def reduce(x: torch.Tensor, function: Union[ReduceFunction, str, enum.Enum],
+           axes: Union[int, Sequence[int], None] = None, *, keepdims: bool = True,
+           index_dtype: torch.dtype = torch.int64,
+           out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Reduce ``axes`` of ``x`` with ``function`` (DML_REDUCE_OPERATOR_DESC).
 
-    function: a ``ReduceFunction`` or its name in any case ("sum", "LOG_SUM_EXP").
-    axes: an int, a sequence of distinct ints (negative count from the end), or None for all axes.
-    keepdims: True keeps the rank with reduced axes of size 1 (DirectML's output); False drops them.
-    index_dtype: ARGMAX/ARGMIN output dtype: torch.int32, int64, uint32 or uint64. The index is
-        row-major over the reduced axes only; ties give the first occurrence, NaN the first NaN.
-    out: a tensor of the result's shape, dtype (x's, or index_dtype) and device to write into.
-    Returns the result, differentiable in x (without ``out``; ARGMAX/ARGMIN excepted). Runs as
-    ``torch.ops.tritonml.reduce`` (``reduce_out`` with out=). See docs/reduce.md for types, empty
-    axes and NaN rules, docs/torch.md for gradients.
+    Runs as ``torch.ops.tritonml.reduce`` (``reduce_out`` with out=). See docs/reduce.md for
+    types, empty axes and NaN rules, docs/torch.md for gradients.
+
+    Args:
+        x: The tensor to reduce (rank 0 to 8, any strides, every numeric dtype).
+        function: A ``ReduceFunction`` or its name in any case (``"sum"``, ``"LOG_SUM_EXP"``),
+            read by ``ReduceFunction.parse``.
+        axes: An int, a sequence of distinct ints (negative count from the end), or None for
+            all axes.
+        keepdims: True keeps the rank with reduced axes of size 1 (DirectML's output); False
+            drops them.
+        index_dtype: ARGMAX/ARGMIN output dtype: torch.int32, int64, uint32 or uint64. The index
+            is row-major over the reduced axes only; ties give the first occurrence, NaN the
+            first NaN.
+        out: A tensor of the result's shape, dtype (x's, or index_dtype) and device to write
+            into.
+
+    Returns:
+        The result (``out`` when given), differentiable in x (without ``out``; ARGMAX/ARGMIN
+        excepted).
+
+    Raises:
+        TypeError: x or out is not a tensor, function is neither a ReduceFunction nor a name,
+            keepdims is not a bool, index_dtype is not one listed above, x's dtype is one the
+            function does not take (L2 of integers, docs/reduce.md), or out's dtype is not the
+            result's.
+        ValueError: an unknown function name, an axis out of range or repeated, or an out of
+            the wrong shape or device.
+        RuntimeError: out= with an x that requires grad.
+
+    Example:
+        >>> import torch, tritonml
+        >>> x = torch.tensor([[1., 2., 3.], [4., 5., 6.]])
+        >>> tritonml.reduce(x, "sum", axes=1)
+        tensor([[ 6.],
+                [15.]])
+        >>> tritonml.reduce(x, tritonml.ReduceFunction.MAX, axes=0, keepdims=False)
+        tensor([4., 5., 6.])
+        >>> tritonml.reduce(x, "argmax", axes=(0, 1), keepdims=False)
+        tensor(5)
     """
     if isinstance(x, torch.Tensor) and x.is_nested:  # jagged layout: torch_ops/jagged.py
         return _jagged.reduce(reduce, x, function, axes, keepdims, index_dtype, out)
     if direct_call_allowed(x, out):
         # Plain eager code: the launcher the op would call, without the op's layers.
         combine = RECORDS[ReduceFunction.parse(function, "function")]
-        result = reduce_axes(x, axes, combine, keepdims=keepdims, index_dtype=index_dtype, out=out)
+        result: torch.Tensor = reduce_axes(  # pyright: ignore[reportAssignmentType] (one output)
+            x, axes, combine, keepdims=keepdims, index_dtype=index_dtype, out=out)
         if out is not None:
             mutated(out)
         return result

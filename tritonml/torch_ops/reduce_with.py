@@ -10,7 +10,7 @@ break). DTensors reduce locally when no reduced dim is sharded (``torch_ops/dten
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence, Tuple, Union
 
 import torch
 from torch.autograd import forward_ad
@@ -21,6 +21,7 @@ from ..core import checks as _checks, torch_compat as _torch_compat
 from ..core.shapes import reduced_shape
 from ..launchers.reduce_with import Reduction, reduce_with_axes
 from . import dtensor as _dtensor
+from .define import compiler_disable
 
 
 def _recording(xs) -> list:
@@ -101,7 +102,8 @@ class ReduceWith(torch.autograd.Function):
                 *(g if needed else None for g, needed in zip(grads, ctx.needs_input_grad[4:])))
 
     @staticmethod
-    def jvp(ctx, _reduction, _axes, _keepdims, _config, *tangents):
+    def jvp(ctx, _reduction, _axes, _keepdims, _config,  # pyright: ignore[reportIncompatibleMethodOverride]
+            *tangents):
         reduction = ctx.reduction
         if reduction.jvp is None:
             first = next(i for i, t in enumerate(tangents) if t is not None)
@@ -129,7 +131,8 @@ class ReduceWith(torch.autograd.Function):
         return tuple(out)
 
     @staticmethod
-    def vmap(info, in_dims, reduction, axes, keepdims, config, *xs):
+    def vmap(info, in_dims, reduction, axes, keepdims,  # pyright: ignore[reportIncompatibleMethodOverride]
+             config, *xs):
         size = info.batch_size
         xs = tuple(x.expand(size, *x.shape) if d is None else x.movedim(d, 0)
                    for x, d in zip(xs, in_dims[4:]))
@@ -142,28 +145,46 @@ class ReduceWith(torch.autograd.Function):
         return outs, (0,) * len(outs)
 
 
-@torch.compiler.disable
-def reduce_with(reduction, xs, axes=None, *, keepdims: bool = True,
-                config: Optional[ReduceConfig] = None):
+@compiler_disable
+def reduce_with(reduction: Reduction, xs: Union[torch.Tensor, Sequence[torch.Tensor]],
+                axes: Union[int, Sequence[int], None] = None, *, keepdims: bool = True,
+                config: Optional[ReduceConfig] = None
+                ) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:
     """Reduce ``axes`` of ``xs`` with the user-defined ``reduction`` (a ``tritonml.Reduction``).
 
-    ``xs``: a tensor, or a tuple of tensors of one shape and device (any dtypes, any strides) for a
-    reduction of several inputs. ``axes``: an int or a sequence of distinct ints (negative count
-    from the end), None for every axis. ``keepdims``: keep reduced dims as size 1 (the default, as
-    DirectML). ``config``: a ``ReduceConfig`` forcing the regime and tile.
+    A plain function, not a torch op: under torch.compile it runs eagerly (a graph break).
+    Autograd: through the reduction's ``backward`` and ``jvp`` (``welford`` and
+    ``welford_biased`` have both). vmap and torch.func transforms run through the same Function.
 
-    Returns a tensor for a reduction with one output, else a tuple of them, in the dtypes the
-    reduction declares. Errors (``TypeError``/``ValueError`` naming the argument) are raised before
-    anything is launched. Autograd: through the reduction's ``backward`` and ``jvp`` (``welford``
-    and ``welford_biased`` have both); an input that requires grad, with grad mode on, is an error
-    for a reduction without a backward, and one that carries a forward-mode tangent for a
-    reduction without a jvp. vmap and torch.func transforms run through the same Function.
+    Args:
+        reduction: The reduction to run (``tritonml.reductions`` has ready-made ones).
+        xs: A tensor, or a tuple of tensors of one shape and device (any dtypes, any strides)
+            for a reduction of several inputs.
+        axes: An int or a sequence of distinct ints (negative count from the end), None for
+            every axis.
+        keepdims: Keep reduced dims as size 1 (the default, as DirectML).
+        config: A ``ReduceConfig`` forcing the regime and tile.
 
-    >>> import torch, tritonml
-    >>> x = torch.tensor([[2., 4., 4., 4.], [5., 5., 7., 9.]])
-    >>> var, mean = tritonml.reduce_with(tritonml.reductions.welford, x, axes=1)
-    >>> var.flatten().tolist(), mean.flatten().tolist()
-    ([1.0, 3.6666667461395264], [3.5, 6.5])
+    Returns:
+        A tensor for a reduction with one output, else a tuple of them, in the dtypes the
+        reduction declares.
+
+    Raises:
+        TypeError: reduction is not a ``Reduction``, xs are not tensors, keepdims is not a
+            bool, or a dtype the reduction refuses (its ``check``). Raised, as the ValueErrors,
+            before anything is launched, the message naming the argument.
+        ValueError: the wrong number of inputs, an input of another shape or device, or an
+            axis out of range or repeated.
+        RuntimeError: an input that requires grad, with grad mode on, for a reduction without
+            a backward, or one that carries a forward-mode tangent for a reduction without a
+            jvp.
+
+    Example:
+        >>> import torch, tritonml
+        >>> x = torch.tensor([[2., 4., 4., 4.], [5., 5., 7., 9.]])
+        >>> var, mean = tritonml.reduce_with(tritonml.reductions.welford, x, axes=1)
+        >>> var.flatten().tolist(), mean.flatten().tolist()
+        ([1.0, 3.6666667461395264], [3.5, 6.5])
     """
     if _dtensor.any_dtensor(xs):
         return _dtensor.reduce_with(

@@ -23,7 +23,7 @@ by calling the launcher eagerly (``eager_carry_call``): a graph break under ``to
 refused with autograd or torch.func transforms.
 """
 import contextlib
-from typing import Optional
+from typing import Any, Callable, Literal, Optional, Tuple, Union, overload
 
 import torch
 from torch.autograd import forward_ad
@@ -32,7 +32,8 @@ from ..core import checks as _checks, torch_compat as _torch_compat
 from . import dtensor as _dtensor, jagged as _jagged
 from ..launchers.scan import check_initial_meta, cumulative_scan, prechecked
 from ..launchers.scan_records import PRODUCT, SUM, ScanCombine
-from .define import (_peek_functorch, batch_first, define, differentiable, direct_call_allowed,
+from .define import (_peek_functorch, batch_first, compiler_disable, define, differentiable,
+                     direct_call_allowed,
                      mutated)
 
 
@@ -44,12 +45,14 @@ def _batched_axis(axis: int, logical_rank: int) -> int:
 class _ScanOps:
     """The functional, out= and in-place ops of one cumulative operator, and its public function."""
 
+    differentiable: Callable[..., torch.Tensor]   # set below, once the autograd rules exist
+
     def __init__(self, name: str, combine: ScanCombine):
         @define(name)
         def functional(x: torch.Tensor, axis: int, reverse: bool = False, exclusive: bool = False,
                        initial: Optional[torch.Tensor] = None) -> torch.Tensor:
-            return cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive,
-                                   initial=initial)
+            return cumulative_scan(  # pyright: ignore[reportReturnType] (no return_carry)
+                x, axis, combine, reverse=reverse, exclusive=exclusive, initial=initial)
 
         @define(f"{name}_out", mutates_args=("out",))
         def out_variant(x: torch.Tensor, axis: int, reverse: bool, exclusive: bool,
@@ -73,7 +76,7 @@ class _ScanOps:
         in_place.register_vmap(self._vmap_in_place)
 
     def __call__(self, x, axis, reverse, exclusive, initial: Optional[torch.Tensor],
-                 out: Optional[torch.Tensor], return_carry: bool = False):
+                 out: Optional[torch.Tensor], return_carry: bool = False) -> Any:
         """The public function: normalize what the schema types, then call one op (or, in plain
         eager code, the launcher the op would call: ``define.direct_call_allowed``)."""
         if isinstance(x, torch.Tensor) and x.is_nested:  # jagged layout: torch_ops/jagged.py
@@ -174,7 +177,7 @@ class _ScanOps:
         return None, None
 
 
-@torch.compiler.disable
+@compiler_disable
 def eager_carry_call(launch, *tensors):
     """``launch()`` (a launcher called with ``return_carry=True``), eagerly: the carry is no op's
     output (module docstring), so what an op would give, autograd (reverse and forward mode) and
@@ -249,9 +252,9 @@ def _setup_context(ctx, inputs, output):
 def _backward_of(record: ScanCombine):
     def backward(ctx, grad):
         x, output, initial = ctx.saved_tensors
-        grad_x, grad_initial = record.backward(_differentiable_scan, x, output,
-                                               initial if ctx.has_initial else None, grad,
-                                               ctx.axis, ctx.reverse, ctx.exclusive)
+        grad_x, grad_initial = record.backward(  # pyright: ignore[reportOptionalCall]
+            _differentiable_scan, x, output, initial if ctx.has_initial else None, grad,
+            ctx.axis, ctx.reverse, ctx.exclusive)
         return grad_x, None, None, None, grad_initial
     backward.__name__ = backward.__qualname__ = f"_{record.name}_backward"
     return backward
@@ -260,8 +263,9 @@ def _backward_of(record: ScanCombine):
 def _jvp_of(record: ScanCombine):
     def jvp(ctx, x_tangent, _axis, _reverse, _exclusive, initial_tangent=None):
         x, output, initial = ctx.saved_tensors
-        return record.jvp(_differentiable_scan, x, output, initial if ctx.has_initial else None,
-                          x_tangent, initial_tangent, ctx.axis, ctx.reverse, ctx.exclusive)
+        return record.jvp(  # pyright: ignore[reportOptionalCall]
+            _differentiable_scan, x, output, initial if ctx.has_initial else None,
+            x_tangent, initial_tangent, ctx.axis, ctx.reverse, ctx.exclusive)
     jvp.__name__ = jvp.__qualname__ = f"_{record.name}_jvp"
     return jvp
 
@@ -274,39 +278,122 @@ for _ops in (SUM_OPS, PRODUCT_OPS):
 # ---------------------------------------------------------------------------------------------
 # Public functions
 # ---------------------------------------------------------------------------------------------
+@overload
+def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive: bool = ...,
+                   initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
+                   return_carry: Literal[False] = ...) -> torch.Tensor: ...
+@overload
+def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive: bool = ...,
+                   initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
+                   return_carry: Literal[True]) -> Tuple[torch.Tensor, torch.Tensor]: ...
+@overload
+def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive: bool = ...,
+                   initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
+                   return_carry: bool) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
 def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = False, exclusive: bool = False,
                    initial: Optional[torch.Tensor] = None,
-                   out: Optional[torch.Tensor] = None, return_carry: bool = False):
+                   out: Optional[torch.Tensor] = None, return_carry: bool = False
+                   ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Running sum of ``x`` along ``axis`` (DML_CUMULATIVE_SUMMATION_OPERATOR_DESC).
 
-    reverse: DML_AXIS_DIRECTION_DECREASING (sum from the end of the axis).
-    exclusive: HasExclusiveSum (each output excludes its own element; the first written is 0).
-    initial: None, or a carry-in added before the first element in traversal order (the last
-    index with ``reverse``): a tensor of x's shape without ``axis`` (0-d for a 0-d x), x's dtype
-    or its accumulation dtype (float64 for float32, docs/semantics.md), x's device, any strides
-    (expanded views too). out[i] = initial + x[0] + ... + x[i]; the first exclusive output is
-    ``initial``. Not a DirectML field.
-    out: a tensor of x's shape, dtype and device to write into; may be ``x`` itself (in place),
-    must not overlap ``initial``.
-    return_carry: return ``(result, carry)``, ``carry`` the last tally of each scan (after the
-    last element in traversal order, exclusive or not) in the accumulation dtype. Scanning a
-    sequence in chunks, each chunk's ``initial`` the previous chunk's carry, equals one scan
-    (docs/dsl.md, "Scanning in chunks"). Eager only: no autograd, vmap or graph capture.
-    Returns a tensor of x's shape and dtype, differentiable in x and initial (without ``out``).
-    Runs as ``torch.ops.tritonml.cumulative_sum`` (``_out`` / ``_`` for out= / in place). See
-    docs/semantics.md for dtypes and edge cases, docs/torch.md for autograd and torch.compile.
+    ``out[i] = initial + x[0] + ... + x[i]`` in traversal order. Runs as
+    ``torch.ops.tritonml.cumulative_sum`` (``cumulative_sum_out`` / ``cumulative_sum_`` for out= /
+    in place). See docs/semantics.md for dtypes and edge cases, docs/torch.md for autograd and
+    torch.compile.
+
+    Args:
+        x: The tensor to scan (rank 0 to 8, any strides, every numeric dtype).
+        axis: The axis to scan along; negative counts from the end.
+        reverse: DML_AXIS_DIRECTION_DECREASING: sum from the end of the axis.
+        exclusive: HasExclusiveSum: each output excludes its own element; the first written is
+            0 (or ``initial``).
+        initial: None, or a carry-in added before the first element in traversal order (the
+            last index with ``reverse``): a tensor of x's shape without ``axis`` (0-d for a 0-d
+            x), x's dtype or its accumulation dtype (float64 for float32, docs/semantics.md),
+            x's device, any strides (expanded views too). The first exclusive output is
+            ``initial``. Not a DirectML field.
+        out: A tensor of x's shape, dtype and device to write into; may be ``x`` itself (in
+            place), must not overlap ``initial``.
+        return_carry: Return ``(result, carry)``, ``carry`` the last tally of each scan (after
+            the last element in traversal order, exclusive or not) in the accumulation dtype.
+            Scanning a sequence in chunks, each chunk's ``initial`` the previous chunk's carry,
+            equals one scan (docs/dsl.md, "Scanning in chunks"). Eager only: no autograd, vmap
+            or graph capture.
+
+    Returns:
+        A tensor of x's shape and dtype (``out`` when given), differentiable in x and initial
+        (without ``out``); with ``return_carry``, the tuple ``(result, carry)``.
+
+    Raises:
+        TypeError: x, initial or out is not a tensor, a flag is not a bool, or initial's or
+            out's dtype is not one listed above.
+        ValueError: axis out of range, or initial or out of the wrong shape or device, or out
+            overlapping initial.
+        RuntimeError: out= on tensors that require grad, or return_carry with inputs that
+            require grad or carry a tangent.
+
+    Example:
+        >>> import torch, tritonml
+        >>> x = torch.tensor([[1., 2., 3.], [4., 5., 6.]])
+        >>> tritonml.cumulative_sum(x, 1)
+        tensor([[ 1.,  3.,  6.],
+                [ 4.,  9., 15.]])
+        >>> tritonml.cumulative_sum(x, 1, reverse=True, exclusive=True)
+        tensor([[ 5.,  3.,  0.],
+                [11.,  6.,  0.]])
+        >>> y, carry = tritonml.cumulative_sum(x, 1, return_carry=True)
+        >>> carry
+        tensor([ 6., 15.], dtype=torch.float64)
     """
     return SUM_OPS(x, axis, reverse, exclusive, initial, out, return_carry)
 
 
+@overload
+def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive: bool = ...,
+                       initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
+                       return_carry: Literal[False] = ...) -> torch.Tensor: ...
+@overload
+def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive: bool = ...,
+                       initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
+                       return_carry: Literal[True]) -> Tuple[torch.Tensor, torch.Tensor]: ...
+@overload
+def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive: bool = ...,
+                       initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
+                       return_carry: bool
+                       ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
 def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = False,
                        exclusive: bool = False, initial: Optional[torch.Tensor] = None,
-                       out: Optional[torch.Tensor] = None, return_carry: bool = False):
+                       out: Optional[torch.Tensor] = None, return_carry: bool = False
+                       ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Running product of ``x`` along ``axis`` (DML_CUMULATIVE_PRODUCT_OPERATOR_DESC).
 
-    reverse: DML_AXIS_DIRECTION_DECREASING. exclusive: HasExclusiveProduct (the first written is
-    1, or ``initial``). initial: a carry-in multiplied in before the first element in traversal
-    order, as for ``cumulative_sum``. out, return_carry: as for ``cumulative_sum``. The gradient
-    (in x and initial) is exact with zeros, as torch's cumprod's.
+    The gradient (in x and initial) is exact with zeros, as torch's cumprod's. Runs as
+    ``torch.ops.tritonml.cumulative_product`` (``_out`` / ``_`` for out= / in place).
+
+    Args:
+        x: The tensor to scan.
+        axis: The axis to scan along; negative counts from the end.
+        reverse: DML_AXIS_DIRECTION_DECREASING.
+        exclusive: HasExclusiveProduct: the first written is 1, or ``initial``.
+        initial: A carry-in multiplied in before the first element in traversal order, as for
+            ``cumulative_sum``.
+        out: As for ``cumulative_sum``.
+        return_carry: As for ``cumulative_sum``.
+
+    Returns:
+        A tensor of x's shape and dtype; with ``return_carry``, ``(result, carry)``.
+
+    Raises:
+        TypeError: As for ``cumulative_sum``.
+        ValueError: As for ``cumulative_sum``.
+        RuntimeError: As for ``cumulative_sum``.
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.cumulative_product(torch.tensor([1., 2., 3., 4.]), 0)
+        tensor([ 1.,  2.,  6., 24.])
+        >>> tritonml.cumulative_product(torch.tensor([1., 2., 3., 4.]), 0, exclusive=True,
+        ...                             initial=torch.tensor(2.))
+        tensor([ 2.,  2.,  4., 12.])
     """
     return PRODUCT_OPS(x, axis, reverse, exclusive, initial, out, return_carry)

@@ -19,7 +19,8 @@ sums), so gradients are differentiable again.
 from __future__ import annotations
 
 import numbers
-from typing import Optional, Union
+import enum
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple, Union, overload
 
 import torch
 
@@ -31,7 +32,7 @@ from ..launchers.scan_records import PRODUCT, SUM, ScanCombine, _inclusive_produ
 from ..launchers.segment import (INITIAL_FUNCTIONS, segment_offsets, segment_reduce_axis,
                                   segment_scan_axis)
 from ..reduce_functions import RECORDS, ReduceRecord
-from .define import define, differentiable, direct_call_allowed
+from .define import compiler_disable, define, differentiable, direct_call_allowed
 
 _SCANS = {"SUM": SUM, "PRODUCT": PRODUCT}
 
@@ -87,11 +88,11 @@ def _check_initial(initial, function: ReduceFunction, dtype: torch.dtype):
     return int(initial)
 
 
-def _reduce_function(function):
+def _reduce_function(function) -> Union[ReduceFunction, Reduction]:
     """A ``ReduceFunction`` for a name, a member or a built-in record; a user's ``Reduction`` as
     it is."""
     if isinstance(function, ReduceRecord):
-        return function.function
+        return function.function  # pyright: ignore[reportReturnType] (a built-in record's is set)
     if isinstance(function, Reduction):
         return function
     return ReduceFunction.parse(function, "function")
@@ -397,57 +398,128 @@ def _reduce_with_segments(reduction: Reduction, x, offsets, lengths, axis, keepd
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-_eager_reduce_with_segments = torch.compiler.disable(_reduce_with_segments)
+_eager_reduce_with_segments = compiler_disable(_reduce_with_segments)
 
 
-def segment_reduce(x, function, *, offsets=None, lengths=None, axis: int = 0,
-                   keepdims: bool = False, initial=None):
+@overload
+def segment_reduce(x: torch.Tensor, function: Union[ReduceFunction, str, enum.Enum, ReduceRecord],
+                   *, offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...,
+                   axis: int = ..., keepdims: bool = ...,
+                   initial: Union[int, float, None] = ...) -> torch.Tensor: ...
+@overload
+def segment_reduce(x: Union[torch.Tensor, Sequence[torch.Tensor]], function: Reduction, *,
+                   offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...,
+                   axis: int = ..., keepdims: bool = ..., initial: Union[int, float, None] = ...
+                   ) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]: ...
+def segment_reduce(x: Union[torch.Tensor, Sequence[torch.Tensor]],
+                   function: Union[ReduceFunction, str, enum.Enum, Reduction], *,
+                   offsets: Optional[torch.Tensor] = None, lengths: Optional[torch.Tensor] = None,
+                   axis: int = 0, keepdims: bool = False, initial: Union[int, float, None] = None
+                   ) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]:
     """Reduce each segment of ``axis`` of ``x`` with ``function``.
 
-    function: one of the twelve reduce functions (a ``ReduceFunction``, its name in any case, or
-        its record), or a ``tritonml.Reduction`` (then ``x`` may be a tuple of tensors, and the
-        result is a tuple when the reduction has several outputs).
-    offsets: a 1-D integer tensor on x's device of n + 1 non-decreasing boundaries, offsets[0] == 0
-        and offsets[-1] == x.shape[axis]: segment i is x.narrow(axis, offsets[i], offsets[i + 1] -
-        offsets[i]). lengths: instead, the n segments' lengths (non-negative, summing to
-        x.shape[axis]). Pass exactly one.
-    keepdims: the n results along ``axis`` followed by a dim of size 1 (shape (..., n, 1, ...)).
-    initial: a Python number starting every segment's fold (SUM, MULTIPLY, MAX, MIN, AVERAGE only,
-        as torch.segment_reduce; AVERAGE divides by the segment's length only).
-    Returns a tensor with n entries along ``axis``: an empty segment holds ``initial`` if given,
-    else the function's value of nothing (SUM 0, MULTIPLY 1, MAX -inf or the type's minimum,
-    AVERAGE nan, ...); ARGMAX/ARGMIN give int64 positions along ``axis`` of x (an empty segment's
-    is x.shape[axis]). Differentiable in x (functions with an index output excepted; a
-    ``Reduction``: none), forward and reverse mode. The checks that read the values of offsets or
-    lengths run in eager code only, not under torch.compile, export or torch.func transforms
-    (docs/segments.md). Runs as ``torch.ops.tritonml.segment_reduce``.
+    The checks that read the values of offsets or lengths run in eager code only, not under
+    torch.compile, export or torch.func transforms (docs/segments.md). Runs as
+    ``torch.ops.tritonml.segment_reduce``.
+
+    Args:
+        x: The tensor to reduce (rank >= 1); a tuple of tensors for a ``Reduction`` of several
+            inputs.
+        function: One of the twelve reduce functions (a ``ReduceFunction``, its name in any
+            case, or its record), or a ``tritonml.Reduction`` (then ``x`` may be a tuple of
+            tensors, and the result is a tuple when the reduction has several outputs).
+        offsets: A 1-D integer tensor (int32 or int64) on x's device of n + 1 non-decreasing
+            boundaries, offsets[0] == 0 and offsets[-1] == x.shape[axis]: segment i is
+            ``x.narrow(axis, offsets[i], offsets[i + 1] - offsets[i])``.
+        lengths: Instead of offsets, the n segments' lengths (non-negative, summing to
+            x.shape[axis]). Pass exactly one of offsets and lengths.
+        axis: The axis split into segments; negative counts from the end.
+        keepdims: The n results along ``axis`` followed by a dim of size 1 (shape
+            ``(..., n, 1, ...)``).
+        initial: A Python number starting every segment's fold (SUM, MULTIPLY, MAX, MIN, AVERAGE
+            only, as torch.segment_reduce; AVERAGE divides by the segment's length only).
+
+    Returns:
+        A tensor with n entries along ``axis``: an empty segment holds ``initial`` if given,
+        else the function's value of nothing (SUM 0, MULTIPLY 1, MAX -inf or the type's
+        minimum, AVERAGE nan, ...); ARGMAX/ARGMIN give int64 positions along ``axis`` of x (an
+        empty segment's is x.shape[axis]). Differentiable in x (functions with an index output
+        excepted; a ``Reduction``: none), forward and reverse mode. A tuple of such tensors for
+        a ``Reduction`` with several outputs.
+
+    Raises:
+        TypeError: x or offsets/lengths is not a tensor, offsets/lengths is not of an integer
+            dtype, function is not a reduce function nor a ``Reduction``, or initial is not a
+            Python number (an int for an integer x).
+        ValueError: both or neither of offsets and lengths, boundaries that decrease or do not
+            end at x.shape[axis], a 0-d x, an axis out of range, an unknown function name, or
+            initial for a function that takes none or out of the dtype's range.
+        RuntimeError: x requires grad with a ``Reduction`` as function.
+
+    Example:
+        >>> import torch, tritonml
+        >>> x = torch.tensor([1., 2., 3., 4., 5.])
+        >>> tritonml.segment_reduce(x, "sum", offsets=torch.tensor([0, 2, 5]))
+        tensor([ 3., 12.])
+        >>> tritonml.segment_reduce(x, "max", lengths=torch.tensor([2, 0, 3]), initial=0)
+        tensor([2., 0., 5.])
+        >>> tritonml.segment_reduce(x, "argmax", lengths=torch.tensor([2, 0, 3]))
+        tensor([1, 5, 4])
     """
-    function = _reduce_function(function)
-    if isinstance(function, Reduction):
-        return _eager_reduce_with_segments(function, x, offsets, lengths, axis, keepdims,
-                                           initial)
+    parsed = _reduce_function(function)
+    if isinstance(parsed, Reduction):
+        return _eager_reduce_with_segments(parsed, x, offsets, lengths, axis, keepdims, initial)
     _check_x(x)
-    record = RECORDS[function]
+    if TYPE_CHECKING:
+        assert isinstance(x, torch.Tensor)   # _check_x (a tuple x is for a Reduction only)
+    record = RECORDS[parsed]
     if record.check is not None:
         record.check((x.dtype,))
     axis = _checks.normalize_axis(axis, x.dim())
     keepdims = _checks.check_bool("keepdims", keepdims)
-    initial = _check_initial(initial, function, x.dtype)
+    initial = _check_initial(initial, parsed, x.dtype)
     offsets = check_segments(x, axis, offsets, lengths)
     if direct_call_allowed(x, inputs=(offsets,)):
         return segment_reduce_axis(x, record, offsets, axis, initial=initial,
                                    keepdims=keepdims)[0]
-    return differentiable_segment_reduce(x, offsets, function.name, axis, keepdims, initial)
+    return differentiable_segment_reduce(x, offsets, parsed.name, axis, keepdims, initial)
 
 
-def segment_scan(x: torch.Tensor, function, *, offsets=None, lengths=None, axis: int = 0,
-                 reverse: bool = False, exclusive: bool = False) -> torch.Tensor:
-    """Running ``function`` ("sum" or "product", or the records SUM / PRODUCT) of each segment of
-    ``axis`` of ``x`` on its own, restarting at each boundary: offsets / lengths as for
-    ``segment_reduce``. ``reverse`` scans each segment from its end; ``exclusive`` leaves each
-    element out of its own output (a segment's first output is 0 for a sum, 1 for a product).
-    Returns a tensor of x's shape and dtype, differentiable in x (forward and reverse mode).
-    Runs as ``torch.ops.tritonml.segment_scan``."""
+def segment_scan(x: torch.Tensor, function: Union[str, ScanCombine], *,
+                 offsets: Optional[torch.Tensor] = None, lengths: Optional[torch.Tensor] = None,
+                 axis: int = 0, reverse: bool = False, exclusive: bool = False) -> torch.Tensor:
+    """Running ``function`` of each segment of ``axis`` of ``x`` on its own, restarting at each
+    boundary.
+
+    Runs as ``torch.ops.tritonml.segment_scan``.
+
+    Args:
+        x: The tensor to scan (rank >= 1).
+        function: ``"sum"`` or ``"product"`` (any case), or the records SUM / PRODUCT.
+        offsets: The n + 1 boundaries, as for ``segment_reduce``.
+        lengths: Instead, the n segments' lengths, as for ``segment_reduce``.
+        axis: The axis split into segments; negative counts from the end.
+        reverse: Scan each segment from its end.
+        exclusive: Leave each element out of its own output (a segment's first output is 0 for
+            a sum, 1 for a product).
+
+    Returns:
+        A tensor of x's shape and dtype, differentiable in x (forward and reverse mode).
+
+    Raises:
+        TypeError: x or offsets/lengths is not a tensor (of an integer dtype), or a flag is not
+            a bool.
+        ValueError: a function other than sum or product (``tritonml.associative_scan(...,
+            offsets=...)`` takes any combine), or offsets/lengths as for ``segment_reduce``.
+
+    Example:
+        >>> import torch, tritonml
+        >>> x = torch.tensor([1., 2., 3., 4., 5.])
+        >>> tritonml.segment_scan(x, "sum", offsets=torch.tensor([0, 2, 5]))
+        tensor([ 1.,  3.,  3.,  7., 12.])
+        >>> tritonml.segment_scan(x, "product", lengths=torch.tensor([2, 3]), exclusive=True)
+        tensor([ 1.,  1.,  1.,  3., 12.])
+    """
     name = _scan_name(function)
     _check_x(x)
     axis = _checks.normalize_axis(axis, x.dim())
