@@ -4,6 +4,28 @@
 import tritonml  # noqa: F401  (chooses interpreted/compiled Triton before anything imports triton)
 
 # ---------------------------------------------------------------------------------------------
+# Installed-package runs (.ci/wheel): with TRITONML_TEST_INSTALLED=1 the tests run from a copy of
+# tests/ and benchmarks/ against an installed wheel. The modules under test must then come from
+# the environment's site-packages, not from a checkout on sys.path, and the tests marked
+# ``source_tree`` are deselected (see pytest_collection_modifyitems).
+# ---------------------------------------------------------------------------------------------
+import os
+import sysconfig
+
+INSTALLED = bool(os.environ.get("TRITONML_TEST_INSTALLED"))
+if INSTALLED:
+    import pathlib
+
+    import tritonml_autotune
+    import tritonml_cli
+
+    _site = pathlib.Path(sysconfig.get_paths()["purelib"]).resolve()
+    for _module in (tritonml, tritonml_autotune, tritonml_cli):
+        if _site not in pathlib.Path(_module.__file__).resolve().parents:
+            raise RuntimeError(f"TRITONML_TEST_INSTALLED is set but {_module.__name__} comes from "
+                               f"{_module.__file__}, not from {_site}")
+
+# ---------------------------------------------------------------------------------------------
 # Two tiers. ``pytest`` runs the fast tier (about 4 minutes on 2 cores with -n 2): every test
 # function, but at most FAST_CASES of a parametrized function's cases (an even spread over them,
 # its first included; ONE_CASE functions, each case a long gradcheck, one), and neither the
@@ -23,6 +45,31 @@ ONE_CASE = frozenset({
     "tests/test_scan_initial.py::test_gradcheck_in_x_and_initial",
     "tests/test_linear_recurrence.py::test_gradcheck_and_double_backward",
 })
+
+
+def pytest_configure(config):
+    # A wheel ships the packages, not the repository: tests that read README.md, docs/,
+    # pyproject.toml or the repository's own source files are left out of installed runs.
+    config.addinivalue_line("markers", "source_tree: reads the repository's files (README.md, "
+                            "docs/, pyproject.toml, sources); not run against an installed wheel")
+
+
+# Modules that read the repository while they are collected, which a marker cannot prevent: left
+# out of installed runs whole (they carry the source_tree marker too).
+SOURCE_TREE_MODULES = frozenset({"test_doc_examples.py"})
+
+
+def pytest_ignore_collect(collection_path, config):
+    if INSTALLED and collection_path.name in SOURCE_TREE_MODULES:
+        return True
+    return None
+
+
+def pytest_terminal_summary(terminalreporter):
+    if INSTALLED:
+        terminalreporter.write_line(
+            f"installed run: tritonml from {tritonml.__file__}; left out: the tests marked "
+            f"source_tree and {', '.join(sorted(SOURCE_TREE_MODULES))}")
 
 
 def pytest_addoption(parser):
@@ -50,6 +97,11 @@ def _fast_tier(items: list) -> set:
 
 
 def pytest_collection_modifyitems(config, items):
+    if INSTALLED:
+        source_tree = [item for item in items if item.get_closest_marker("source_tree")]
+        if source_tree:
+            config.hook.pytest_deselected(items=source_tree)
+            items[:] = [item for item in items if not item.get_closest_marker("source_tree")]
     if config.getoption("--full"):
         return
     kept = _fast_tier(items)

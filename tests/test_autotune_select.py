@@ -417,6 +417,7 @@ def test_the_suite_matches_the_benchmarks():
     assert suite.DTYPES == tuple(str(d).replace("torch.", "") for d in cases.DTYPES)
 
 
+@pytest.mark.source_tree
 def test_the_doc_table_of_choices_is_what_the_code_chooses():
     from benchmarks import doc_table
 

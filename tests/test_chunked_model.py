@@ -275,6 +275,7 @@ def test_long_scans_model_within_the_targets_on_an_h100(scan):
         assert got.config["regime"] == "chunked"
 
 
+@pytest.mark.source_tree
 def test_the_long_scans_table_in_the_performance_doc_is_what_the_model_says():
     from benchmarks import doc_table
 

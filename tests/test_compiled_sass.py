@@ -53,6 +53,7 @@ def test_the_sass_fingerprint_reads_only_the_instructions():
                                         target="10")) != sass_fingerprint(base)
 
 
+@pytest.mark.source_tree
 def test_the_committed_table_fingerprints_every_entry(facts):
     entries = json.loads(facts.OUTPUT.read_text(encoding="utf-8"))["entries"]
     missing = [e for e in entries if not e.get("sass_sha256")]
@@ -67,6 +68,7 @@ def test_the_spread_covers_every_kernel_state_arch_and_dtype(facts):
     assert {dtype for dtype, *_ in chosen} == set(facts.compiled.DTYPE_CLASSES)
 
 
+@pytest.mark.source_tree
 def test_compiled_sass_sm80_sm90_of_the_spread_is_as_committed(facts):
     entries = facts.measure(facts.spread(list(facts.launches())))
     table = json.loads(facts.OUTPUT.read_text(encoding="utf-8"))

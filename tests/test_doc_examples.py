@@ -21,6 +21,10 @@ from pathlib import Path
 
 import pytest
 
+# README.md and docs/ are the repository's, not the wheel's (tests/conftest.py leaves this module
+# out of installed runs: it reads them while collecting).
+pytestmark = pytest.mark.source_tree
+
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "benchmarks" / "README.md"]
 EXAMPLES = ROOT / "docs" / "examples"

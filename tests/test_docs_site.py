@@ -30,6 +30,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 REFERENCE = DOCS / "reference"
 
+# docs/ and mkdocs.yml are the repository's, not the wheel's: left out of installed runs.
+pytestmark = pytest.mark.source_tree
+
 # The documented, typed surface: each module's ``__all__`` is its public names.
 PUBLIC_MODULES = ("tritonml", "tritonml.dml", "tritonml.distributed", "tritonml.tuning",
                   "tritonml.reductions", "tritonml.runtime", "tritonml.reduce_functions",

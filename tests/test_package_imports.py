@@ -4,6 +4,8 @@ never sees a half-initialized package."""
 import re
 from pathlib import Path
 
+import pytest
+
 PACKAGE = Path(__file__).resolve().parent.parent / "tritonml"
 # an import statement naming the package itself (``tritonml_cli`` and ``tritonml_autotune`` are
 # other packages; docstrings and comments that mention ``import tritonml`` are not statements)
@@ -20,6 +22,7 @@ def _statements(source: str):
             inside = quote if inside is None else (None if quote == inside else inside)
 
 
+@pytest.mark.source_tree
 def test_no_module_imports_the_package_by_name():
     found = [f"{path.relative_to(PACKAGE.parent)}:{number}: {line.strip()}"
              for path in sorted(PACKAGE.rglob("*.py"))
@@ -37,6 +40,7 @@ def test_the_pattern_catches_every_form():
         assert not BY_NAME.match(line), line
 
 
+@pytest.mark.source_tree
 def test_every_subpackage_is_installed():
     """pyproject.toml lists the packages a wheel holds; an editable install finds unlisted ones
     anyway, so a forgotten folder would only break for users who install the wheel."""

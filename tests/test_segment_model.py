@@ -28,6 +28,7 @@ def test_short_segments_are_packed_and_long_ones_split():
     assert by_label["power law over 2**24"].longest_split_over > 1
 
 
+@pytest.mark.source_tree
 def test_the_doc_table_is_the_models():
     text = doc_table.SEGMENTS_DOC.read_text(encoding="utf-8")
     assert doc_table.rendered_segments(text) == text, "run python -m benchmarks.doc_table"

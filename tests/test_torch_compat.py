@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 import torch
 
 from tests.private_api import REPO, offenders, uses
@@ -65,6 +66,7 @@ def test_the_entries_answer_as_torch_does():
     assert torch.func.vmap(lambda x: torch.tensor(_torch_compat.is_functorch_wrapped(x)))(t).all()
 
 
+@pytest.mark.source_tree
 def test_no_module_but_the_compat_module_touches_private_torch_api():
     found = offenders(PRIVATE_TORCH, COMPAT)
     assert not found, ("private torch API belongs in tritonml/core/torch_compat.py only:\n"

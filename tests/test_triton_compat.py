@@ -78,6 +78,7 @@ def test_the_scan_leaves_public_api_alone(line):
     assert not private_triton_uses(line), line
 
 
+@pytest.mark.source_tree
 def test_no_module_but_the_compat_module_touches_private_triton_api():
     found = offenders(PRIVATE_TRITON, COMPAT)
     assert not found, ("private Triton API belongs in tritonml/core/triton_compat.py only:\n"

@@ -24,6 +24,10 @@ from pathlib import Path
 import pytest
 import torch
 
+# pyright runs with pyproject.toml's [tool.pyright] from the repository root: left out of
+# installed runs (tests/conftest.py).
+pytestmark = pytest.mark.source_tree
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = Path(__file__).resolve().parent / "typing"
 
