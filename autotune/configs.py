@@ -131,8 +131,9 @@ class SegmentConfig:
     boundary_block: segment boundaries read per vector load while a tile finds its segments, a
         power of two.
     num_warps: warps per program on a GPU (ignored by the interpreter).
-    fold_tiles: a reduction's chunk that lies inside one segment, which has no boundary to find
-        and no result to write, folds ``fold_tiles`` tiles per step (a power of two).
+    fold_tiles: a chunk that lies inside one segment has no boundary to find; a reduction's
+        such chunk, and a sum or product scan's fold of it before its walk, take
+        ``fold_tiles`` tiles per step (a power of two).
     """
     block_axis: int
     block_inner: int

@@ -42,7 +42,9 @@ Per launch, from the config and the problem's sizes (``problem.py``):
 - tile steps: a program walks its tiles one after another (load, combine, store; nothing is
   pipelined across steps), so a launch takes at least its waves of resident programs
   (``programs_per_sm``) times the steps each program makes times ``TILE_STEP_SECONDS``, measured
-  on an H100. It binds where few programs walk many tiles: a tiled scan down few wide columns;
+  on an H100. It binds where few programs walk many tiles: a tiled scan down few wide columns.
+  Where programs make different numbers of steps (``Launch.total_steps``: the segment kernel's
+  chunks), at least all the steps shared over the resident programs, and the slowest program's;
 - launches: each adds the device's launch overhead.
 
 A candidate whose compiled kernel spills is never chosen (infinite cost). On inputs of

@@ -68,32 +68,45 @@ class Modeled:
         return self.seconds / self.ideal_seconds
 
 
+def _chunks(offsets: np.ndarray, config, elements: int):
+    """Per program, in ticket order: its tiles walked, its first tile, the tile after its last,
+    and the segment holding its first element."""
+    tiles = max(1, -(-elements // config.block_axis))
+    first = np.arange(0, tiles, config.chunk_tiles)
+    end = np.minimum(first + config.chunk_tiles, tiles)
+    segment = np.searchsorted(offsets, first * config.block_axis, side="right") - 1
+    return end - first, first, end, segment
+
+
+def scan_tails(offsets: np.ndarray, config, elements: int) -> tuple:
+    """Per program of a scan: the tiles its tail fold reads (its last segment's part, 0 where the
+    chunk's first segment starts in it and nothing is folded first), and whether the chunk has no
+    segment start after its first element (the fold then goes ``fold_tiles`` tiles a step)."""
+    walk, first, end, segment = _chunks(offsets, config, elements)
+    start = first * config.block_axis
+    n = len(offsets) - 1
+    opened_before = (first > 0) & (offsets[np.minimum(segment, n)] != start)
+    last = np.minimum(end * config.block_axis, elements) - 1
+    last_start = offsets[np.searchsorted(offsets, last, side="right") - 1]
+    tail_tiles = end - np.maximum(last_start, start) // config.block_axis
+    inside = offsets[np.minimum(segment + 1, n)] >= end * config.block_axis
+    return np.where(opened_before, tail_tiles, 0), inside
+
+
 def chunk_steps(offsets: np.ndarray, config, elements: int, op: str) -> np.ndarray:
     """The tile steps each program of the segment kernel makes, in ticket order, as the kernel
     decides them from ``offsets`` (``_inside_one_segment``): a reduction's chunk inside one
     segment folds ``fold_tiles`` tiles a step, any other walks its tiles one at a time; a scan's
     chunk whose last segment started before it first folds that segment's part (its tail: the
     whole chunk inside one segment, ``fold_tiles`` tiles a step), then walks its tiles."""
-    tiles = max(1, -(-elements // config.block_axis))
-    first = np.arange(0, tiles, config.chunk_tiles)
-    end = np.minimum(first + config.chunk_tiles, tiles)
-    walk = end - first
-    start = first * config.block_axis
-    segment = np.searchsorted(offsets, start, side="right") - 1
-    n = len(offsets) - 1
+    walk, first, end, segment = _chunks(offsets, config, elements)
     if op == "reduce":
-        following = offsets[np.minimum(segment + 1, n)]
+        start = first * config.block_axis
+        following = offsets[np.minimum(segment + 1, len(offsets) - 1)]
         inside = (following > end * config.block_axis) & ((start > 0) | (segment == 0))
         return np.where(inside, -(-walk // config.fold_tiles), walk)
-    opened_before = (first > 0) & (offsets[np.minimum(segment, n)] != start)
-    last = np.minimum(end * config.block_axis, elements) - 1
-    last_start = offsets[np.searchsorted(offsets, last, side="right") - 1]
-    tail_tiles = end - np.maximum(last_start, start) // config.block_axis
-    # a chunk with no segment start after its first element folds its tail (the whole chunk)
-    # ``fold_tiles`` tiles a step (``_fold_inside``)
-    inside = offsets[np.minimum(segment + 1, n)] >= end * config.block_axis
-    tail_tiles = np.where(inside, -(-walk // config.fold_tiles), tail_tiles)
-    return walk + np.where(opened_before, tail_tiles, 0)
+    tail_tiles, inside = scan_tails(offsets, config, elements)
+    return walk + np.where(inside, -(-tail_tiles // config.fold_tiles), tail_tiles)
 
 
 def modeled(distribution: Distribution, op: str, device=devices.H100) -> Modeled:
@@ -113,11 +126,14 @@ def modeled(distribution: Distribution, op: str, device=devices.H100) -> Modeled
     boundaries = (segments + 1) * OFFSET_BYTES
     published = programs * (config.block_inner * STATE_BYTES + cost.STATUS_WORD_BYTES)
     ideal = x + result + boundaries
-    steps = chunk_steps(np.concatenate(([0], np.cumsum(lengths))), config, elements, op)
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    steps = chunk_steps(offsets, config, elements, op)
     # a scan's chunk whose last segment started before it folds that segment's part first (its
     # tail), then scans the chunk: the tail's tiles are read twice, the second time from L2
-    reread = float(np.sum(steps) - tiles) * config.block_axis * ELEMENT_BYTES if op == "scan" \
-        else 0.0
+    reread = 0.0
+    if op == "scan":
+        reread = float(np.sum(scan_tails(offsets, config, elements)[0])) * config.block_axis \
+            * ELEMENT_BYTES
     launch = cost.Launch("segment", tile, config.num_warps, programs, ideal + published,
                          serial_tiles=-(-split // config.window),
                          tail_seconds=cost.CHUNKED_TAIL_ROUND_TRIPS * cost.FOLD_ROUND_TRIP_SECONDS,
