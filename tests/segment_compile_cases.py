@@ -16,8 +16,10 @@ from tritonml.reduce_functions import RECORDS, record_of
 from tritonml.runtime import trace as _trace
 from tritonml_autotune import devices
 
-# (name, shape, axis): segments along a contiguous axis, and along a strided one
-LAYOUTS = {"rows": ((64, 1 << 16), 1), "columns": ((1 << 14, 256), 0)}
+# (name, shape, axis): segments along one contiguous axis (a [1024, 1] tile), along the contiguous
+# axis of many rows (a [16, 64] tile whose inner dim is the rows), and along a strided axis
+LAYOUTS = {"flat": ((1 << 20,), 0), "rows": ((64, 1 << 16), 1),
+           "columns": ((1 << 14, 256), 0)}
 # Every function on float32 (a float64 state); the other dtype classes (a half type's float32
 # state, integers' 64-bit one) on a few; the strided-axis tile on a few more.
 REDUCE_DTYPES = (torch.float32,)
@@ -39,15 +41,15 @@ def _record(call, case: dict) -> list:
 
 
 def segment_launches(layouts=tuple(LAYOUTS)) -> list:
-    """Rows: every reduce function on float32 and ``ROW_CASES``, the float32 scans in both
-    directions, inclusive and exclusive, and a reversed exclusive scan of the other dtypes, a user
-    reduction (Welford) and ``initial``; columns: ``COLUMN_CASES`` and a reversed exclusive
-    scan."""
+    """Flat and rows (a contiguous axis): every reduce function on float32 and ``ROW_CASES``,
+    the float32 scans in both directions, inclusive and exclusive, and a reversed exclusive scan
+    of the other dtypes, a user reduction (Welford) and ``initial``; columns: ``COLUMN_CASES``
+    and a reversed exclusive scan."""
     descriptions = []
     for layout in layouts:
         shape, axis = LAYOUTS[layout]
         offsets = torch.tensor([0, 5, 5, shape[axis] // 2, shape[axis]], dtype=torch.int64)
-        rows = layout == "rows"
+        rows = layout in ("flat", "rows")
         dtypes = tuple(dict.fromkeys(REDUCE_DTYPES + tuple(d for _, d in ROW_CASES + COLUMN_CASES)))
         for record, dtype in itertools.product(RECORDS.values(), dtypes):
             case = (record.name, dtype)

@@ -1,8 +1,10 @@
 """The segment kernel compiles for sm_80 and sm_90 in the specializations a GPU runs
 (tests/segment_compile_cases.py), without a GPU: no spill beyond ``MAX_SEGMENT_STACK_BYTES``,
-at most ``MAX_LOCAL_ACCESSES_IN_LOOPS`` local-memory accesses in a loop, and 128-bit loads of x
-where its axis is contiguous."""
+at most ``MAX_LOCAL_ACCESSES_IN_LOOPS`` local-memory accesses in a loop, and, where x's axis is
+contiguous, loads of x as wide as its tile allows (128 bits, or a thread's four lanes of 8 or 16
+bits in a 1-D tile)."""
 import pytest
+import torch
 
 import tritonml
 from tests.segment_compile_cases import segment_launches
@@ -10,12 +12,13 @@ from tritonml.bench.gpu_compile import compile_in_subprocess
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="compiles for a GPU without one")
 
-# Not yet the "no spills" the kernel should reach: where ptxas holds a specialization to 128
-# registers a thread (8 warps, two programs per SM), it keeps up to 48 bytes of spills in the
-# stack frame (LOG_SUM_EXP, 64-bit integer scans) and sm_80 reads a few of them inside loops
+# Not yet the "no spills" the kernel should reach: where a specialization needs a little more
+# than 64, 80 or 128 registers a thread (8 warps: four, three or two programs per SM), ptxas holds
+# it there and keeps up to 48 bytes of spills in the stack frame (LOG_SUM_EXP, MAX and MIN on
+# sm_80, 64-bit integer scans, a reversed 1-D scan on sm_80), a few of them read inside loops
 # (docs/segments.md). These are the measured ceilings, so that growth is caught.
 MAX_SEGMENT_STACK_BYTES = 48
-MAX_LOCAL_ACCESSES_IN_LOOPS = 6
+MAX_LOCAL_ACCESSES_IN_LOOPS = 8
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +41,18 @@ def test_segment_kernels_spill_no_more_than_measured_on_sm80_and_sm90(compiled_s
     assert not spilling, spilling[:5]
 
 
+def _widest_load_bits(result) -> int:
+    """The widest load of x a tile allows: 128 bits, or all of a thread's lanes of a 1-D tile
+    (four 8-bit or 16-bit elements are 32 or 64 bits)."""
+    if result["case"]["layout"] != "flat":
+        return 128
+    meta = result["meta"]
+    lanes = meta["BLOCK_AXIS"] * meta["BLOCK_INNER"] // (32 * meta["num_warps"])
+    return min(128, lanes * getattr(torch, result["case"]["dtype"][6:]).itemsize * 8)
+
+
 def test_segment_rows_load_128_bit_vectors_on_sm80_and_sm90(compiled_segments):
     narrow = [(r["case"], r["arch"], r["max_load_bits"]) for r in compiled_segments
-              if r["case"]["layout"] == "rows" and r["max_load_bits"] < 128]
+              if r["case"]["layout"] in ("flat", "rows")
+              and r["max_load_bits"] < _widest_load_bits(r)]
     assert not narrow, narrow[:5]

@@ -42,7 +42,7 @@ from ..core import backend as _backend  # noqa: F401
 import triton
 import triton.language as tl
 
-from .combine import cast_state, merge_along, reduce_along, scan_along
+from .combine import cast_state, reduce_along, scan_along
 from .scan import STATE_AGGREGATE, STATUS_BASE, _chain_bases, _draw_ticket, _publish, _tile_of
 
 
@@ -275,20 +275,24 @@ def _load_xs(x_ptrs, x_offs, positions, x_axis_strides, mask):
 
 
 @triton.jit
-def _scan_cut(xs, positions, cuts, PREPARE: tl.constexpr, SEG_SCAN: tl.constexpr,
-              LOAD_DTYPE: tl.constexpr, STATE_DTYPE: tl.constexpr, REVERSE: tl.constexpr,
-              BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
+def _scan_cut(xs, positions, cuts, kept, PREPARE: tl.constexpr, SEG_SCAN: tl.constexpr,
+              LOAD_DTYPE: tl.constexpr, IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr,
+              REVERSE: tl.constexpr, HOLES: tl.constexpr, BLOCK_AXIS: tl.constexpr,
+              BLOCK_INNER: tl.constexpr):
     """Prepare the states of a tile's loaded elements ``xs`` at ``positions`` and scan them in
     traversal order, a new segment starting at each of ``cuts`` [BLOCK_AXIS]: the state
-    components [BLOCK_AXIS, BLOCK_INNER] and the running "a cut so far" flag."""
+    components [BLOCK_AXIS, BLOCK_INNER] and the running "a cut so far" flag. HOLES: the rows
+    not ``kept`` [BLOCK_AXIS] hold the identity instead."""
     loaded = ()
     for c in tl.static_range(len(xs)):
         loaded = loaded + (xs[c].to(LOAD_DTYPE[c]),)
     prepared = PREPARE(loaded, tl.broadcast_to(positions[:, None], [BLOCK_AXIS, BLOCK_INNER]))
     state = ()
     for c in tl.static_range(len(STATE_DTYPE)):
-        state = state + (tl.broadcast_to(prepared[c].to(STATE_DTYPE[c]),
-                                         [BLOCK_AXIS, BLOCK_INNER]),)
+        component = tl.broadcast_to(prepared[c].to(STATE_DTYPE[c]), [BLOCK_AXIS, BLOCK_INNER])
+        if HOLES:
+            component = tl.where(kept[:, None], component, IDENTITY[c]).to(STATE_DTYPE[c])
+        state = state + (component,)
     flags = tl.broadcast_to(cuts[:, None], [BLOCK_AXIS, BLOCK_INNER])
     return scan_along(state + (flags,), 0, SEG_SCAN, reverse=REVERSE)
 
@@ -309,39 +313,21 @@ def _from_carry(scanned, carry, carry_empty, SEG_COMBINE: tl.constexpr,
 
 
 @triton.jit
-def _store_scan(out_ptrs, out_offs, positions, out_axis_strides, mask, running, heads, carry,
-                IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, EXCLUSIVE: tl.constexpr,
-                REVERSE: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
-    """Write a tile's running states (EXCLUSIVE: each row's preceding one in traversal order,
-    ``carry`` before the tile's first row, the identity at the ``heads`` that start segments)."""
-    values = running
-    if EXCLUSIVE:
-        rows = tl.arange(0, BLOCK_AXIS)
-        if REVERSE:
-            back = tl.minimum(rows + 1, BLOCK_AXIS - 1)
-            edge = rows == BLOCK_AXIS - 1
-        else:
-            back = tl.maximum(rows - 1, 0)
-            edge = rows == 0
-        back_rows = tl.broadcast_to(back[:, None], [BLOCK_AXIS, BLOCK_INNER])
-        values = ()
-        for c in tl.static_range(len(STATE_DTYPE)):
-            shifted = tl.gather(running[c], back_rows, 0)
-            shifted = tl.where(edge[:, None], carry[c], shifted)
-            values = values + (tl.where(heads[:, None], IDENTITY[c], shifted)
-                               .to(STATE_DTYPE[c]),)
+def _store_scan(out_ptrs, out_offs, positions, out_axis_strides, mask, running):
+    """Write a tile's running states (``_segment_tile``'s, exclusive where it scanned so)."""
     for o in tl.static_range(len(out_ptrs)):
         tl.store(out_ptrs[o] + out_offs[o] + positions[:, None] * out_axis_strides[o],
-                 values[o].to(out_ptrs[o].dtype.element_ty), mask=mask)
+                 running[o].to(out_ptrs[o].dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
                   out_axis_strides, tile, known, carry, carry_empty, load_from, axis_len,
                   n_segments, x_axis_strides, initial_value, PREPARE: tl.constexpr,
-                  SEG_COMBINE: tl.constexpr, SEG_SCAN: tl.constexpr, FINISH: tl.constexpr,
-                  LOAD_DTYPE: tl.constexpr, IDENTITY: tl.constexpr,
-                  STATE_DTYPE: tl.constexpr, SCAN: tl.constexpr, REVERSE: tl.constexpr,
+                  MERGE: tl.constexpr, SEG_COMBINE: tl.constexpr, SEG_SCAN: tl.constexpr,
+                  FINISH: tl.constexpr, LOAD_DTYPE: tl.constexpr, IDENTITY: tl.constexpr,
+                  STATE_DTYPE: tl.constexpr, SCAN: tl.constexpr, EXCLUSIVE: tl.constexpr,
+                  REVERSE: tl.constexpr,
                   HAS_INITIAL: tl.constexpr, EMPTY_INDEX: tl.constexpr, INDEX_64: tl.constexpr,
                   BLOCK_AXIS: tl.constexpr, BOUNDARY_BLOCK: tl.constexpr,
                   BLOCK_INNER: tl.constexpr):
@@ -350,10 +336,19 @@ def _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
     Rows before ``load_from`` in traversal order are not read (their states are garbage, which
     no later head lets through).
 
-    Returns (running, segments, heads, ends, lengths, positions, valid, next_known): each
-    position's state (its segment's fold so far in this chunk), segment, whether a segment
-    starts / ends there in traversal order, the segment's length (reduce), the positions
-    [BLOCK_AXIS], which are on the axis, and ``_tile_segments``' next ``known``."""
+    EXCLUSIVE (scan): each row reads the element before it in traversal order instead of its own
+    (the identity where it starts a segment or the tile), so the segmented scan of that window
+    is the exclusive scan of the tile, with no shuffle of registers between rows; the one
+    element the window leaves out, where traversal leaves the tile, is read on its own to
+    complete the tile's last state. Every element is read only by its own tile, before the tile
+    is written: in-place execution stays safe.
+
+    Returns (running, last, segments, heads, ends, lengths, positions, valid, next_known): each
+    position's state (its segment's fold so far in this chunk; EXCLUSIVE: before the position),
+    the inclusive state where traversal leaves the tile (components [1, BLOCK_INNER]), each
+    position's segment, whether a segment starts / ends there in traversal order, the segment's
+    length (reduce), the positions [BLOCK_AXIS], which are on the axis, and
+    ``_tile_segments``' next ``known``."""
     tile_start = tile * BLOCK_AXIS
     if INDEX_64:
         tile_start = tile_start.to(tl.int64)
@@ -370,15 +365,34 @@ def _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
         heads = firsts
         ends = lasts
     if REVERSE:
-        loaded = valid & (positions <= load_from)
+        end_row = 0
+        read = positions + 1 if EXCLUSIVE else positions
+        loaded = (read < axis_len) & (read <= load_from)
     else:
-        loaded = valid & (positions >= load_from)
-    xs = _load_xs(x_ptrs, x_offs, positions, x_axis_strides, loaded[:, None] & inner_mask)
-    scanned = _scan_cut(xs, positions, heads, PREPARE, SEG_SCAN, LOAD_DTYPE, STATE_DTYPE,
-                        REVERSE, BLOCK_AXIS, BLOCK_INNER)
+        end_row = BLOCK_AXIS - 1
+        read = positions - 1 if EXCLUSIVE else positions
+        loaded = (read < axis_len) & (read >= load_from)
+    if EXCLUSIVE:
+        # (the row where traversal enters the tile reads what ``carry`` already holds)
+        loaded = loaded & ~heads & (tl.arange(0, BLOCK_AXIS) != BLOCK_AXIS - 1 - end_row)
+        last_position = tile_start + end_row + tl.arange(0, 1)
+        if REVERSE:
+            last_read = (last_position < axis_len) & (last_position <= load_from)
+        else:
+            last_read = (last_position < axis_len) & (last_position >= load_from)
+        last_xs = _load_xs(x_ptrs, x_offs, last_position, x_axis_strides,
+                           last_read[:, None] & inner_mask)
+    xs = _load_xs(x_ptrs, x_offs, read, x_axis_strides, loaded[:, None] & inner_mask)
+    scanned = _scan_cut(xs, read, heads, loaded, PREPARE, SEG_SCAN, LOAD_DTYPE, IDENTITY,
+                        STATE_DTYPE, REVERSE, EXCLUSIVE, BLOCK_AXIS, BLOCK_INNER)
     running = _from_carry(scanned, carry, carry_empty, SEG_COMBINE, STATE_DTYPE, BLOCK_AXIS,
                           BLOCK_INNER)
-    return running, segments, heads, ends & valid, lengths, positions, valid, next_known
+    last = _row(running, end_row, BLOCK_INNER)
+    if EXCLUSIVE:
+        own = _scan_cut(last_xs, last_position, last_read, last_read, PREPARE, SEG_SCAN,
+                        LOAD_DTYPE, IDENTITY, STATE_DTYPE, REVERSE, True, 1, BLOCK_INNER)
+        last = cast_state(MERGE(last, own[:len(STATE_DTYPE)]), STATE_DTYPE)
+    return running, last, segments, heads, ends & valid, lengths, positions, valid, next_known
 
 
 @triton.jit
@@ -401,8 +415,9 @@ def _fold_tile(x_ptrs, x_offs, inner_mask, tile, load_from, axis_len, x_axis_str
         loaded = valid & (positions >= load_from)
         end_row = tl.minimum(axis_len - 1 - tile_start, BLOCK_AXIS - 1)
     xs = _load_xs(x_ptrs, x_offs, positions, x_axis_strides, loaded[:, None] & inner_mask)
-    scanned = _scan_cut(xs, positions, (positions == load_from) | ~loaded, PREPARE, SEG_SCAN,
-                        LOAD_DTYPE, STATE_DTYPE, REVERSE, BLOCK_AXIS, BLOCK_INNER)
+    scanned = _scan_cut(xs, positions, (positions == load_from) | ~loaded, loaded, PREPARE,
+                        SEG_SCAN, LOAD_DTYPE, None, STATE_DTYPE, REVERSE, False, BLOCK_AXIS,
+                        BLOCK_INNER)
     return _row(scanned[:len(STATE_DTYPE)], end_row, BLOCK_INNER)
 
 
@@ -430,15 +445,17 @@ def _fold_span(x_ptrs, x_offs, inner_mask, first_step, end_step, n_tiles, load_f
 
 @triton.jit
 def _fold_inside(x_ptrs, x_offs, inner_mask, first_tile, end_tile, axis_len, x_axis_strides,
-                 PREPARE: tl.constexpr, MERGE: tl.constexpr, LOAD_DTYPE: tl.constexpr,
-                 IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, INDEX_64: tl.constexpr,
-                 BLOCK_AXIS: tl.constexpr, FOLD_TILES: tl.constexpr, BLOCK_INNER: tl.constexpr):
+                 PREPARE: tl.constexpr, MERGE: tl.constexpr, ALONG: tl.constexpr,
+                 LOAD_DTYPE: tl.constexpr, IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr,
+                 INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, FOLD_TILES: tl.constexpr,
+                 BLOCK_INNER: tl.constexpr):
     """The fold of the axis positions of tiles ``first_tile`` to ``end_tile - 1`` (in memory
     order), all in one segment, components [1, BLOCK_INNER]. Each step issues the loads of
     FOLD_TILES tiles before it merges any, and merges them element by element into one tile of
-    states, which ``merge_along`` (the reduce kernels' fixed tree) folds at the end: the
-    registers of one tile of states, the bytes in flight of FOLD_TILES. For merges that may
-    fold in any fixed order (COMMUTATIVE in ``segment_kernel``)."""
+    states, which ALONG (the reduction's own fold of a tile's rows, as the reduce kernels use
+    it) folds at the end: the registers of one tile of states, the bytes in flight of
+    FOLD_TILES. For merges that may fold in any fixed order (COMMUTATIVE in
+    ``segment_kernel``)."""
     acc = ()
     for c in tl.static_range(len(STATE_DTYPE)):
         acc = acc + (tl.full([BLOCK_AXIS, BLOCK_INNER], IDENTITY[c], STATE_DTYPE[c]),)
@@ -469,7 +486,9 @@ def _fold_inside(x_ptrs, x_offs, inner_mask, first_tile, end_tile, axis_len, x_a
                 state = state + (tl.where(mask, prepared[c].to(STATE_DTYPE[c]), IDENTITY[c])
                                  .to(STATE_DTYPE[c]),)
             acc = cast_state(MERGE(acc, state), STATE_DTYPE)
-    folded = merge_along(acc, MERGE)   # components [BLOCK_INNER]
+    # (``merge_along``'s halving of a [1024, 1] tile compiled to every thread folding all of
+    # it through shared memory: 254 registers and 560 bytes of spills; ``tl.sum`` shuffles)
+    folded = ALONG(acc, MERGE)   # components [BLOCK_INNER]
     total = ()
     for c in tl.static_range(len(STATE_DTYPE)):
         total = total + (tl.reshape(folded[c], [1, BLOCK_INNER]).to(STATE_DTYPE[c]),)
@@ -538,10 +557,6 @@ def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, fir
 
     Returns (carry, open_state, open_count, open_found): the state of the last segment after the
     walk, and for reduce the walk's first segment's partial state, length and whether it ends."""
-    if REVERSE:
-        end_row = 0
-    else:
-        end_row = BLOCK_AXIS - 1
     rows = tl.arange(0, BLOCK_AXIS)
     open_state = carry
     if INDEX_64:
@@ -551,19 +566,19 @@ def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, fir
     open_found = tl.zeros([], tl.int1)
     started = tl.zeros([], tl.int1)   # a head in the walk so far
     for step in range(first_step, end_step):
-        running, segments, heads, ends, lengths, positions, valid, known = _segment_tile(
-            x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, out_axis_strides,
-            _tile_of(step, n_tiles, REVERSE), known, carry, carry_empty, load_from, axis_len,
-            n_segments,
-            x_axis_strides, initial_value, PREPARE, SEG_COMBINE, SEG_SCAN, FINISH, LOAD_DTYPE,
-            IDENTITY, STATE_DTYPE, SCAN, REVERSE, HAS_INITIAL, EMPTY_INDEX, INDEX_64,
-            BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)
+        running, last, segments, heads, ends, lengths, positions, valid, known = \
+            _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
+                          out_axis_strides, _tile_of(step, n_tiles, REVERSE), known, carry,
+                          carry_empty, load_from, axis_len, n_segments, x_axis_strides,
+                          initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN, FINISH,
+                          LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, EXCLUSIVE, REVERSE,
+                          HAS_INITIAL, EMPTY_INDEX, INDEX_64, BLOCK_AXIS, BOUNDARY_BLOCK,
+                          BLOCK_INNER)
         own = _or_scalar(_running_or(heads, REVERSE), started)
         if SCAN:
             if STORE:
                 _store_scan(out_ptrs, out_offs, positions, out_axis_strides,
-                            valid[:, None] & inner_mask, running, heads, carry, IDENTITY,
-                            STATE_DTYPE, EXCLUSIVE, REVERSE, BLOCK_AXIS, BLOCK_INNER)
+                            valid[:, None] & inner_mask, running)
         else:
             counts = lengths[:, None]
             results = running
@@ -587,7 +602,7 @@ def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, fir
             open_count = tl.where(found_here, tl.sum(tl.where(rows == row, lengths, 0), 0),
                                   open_count)
             open_found = open_found | found_here
-        carry = _row(running, end_row, BLOCK_INNER)
+        carry = last
         carry_empty = tl.zeros([], tl.int1)
         started = started | (tl.sum(heads.to(tl.int32), 0) > 0)
     return carry, open_state, open_count, open_found
@@ -657,7 +672,7 @@ def segment_kernel(
     out_axis_strides, out_inner_strides, out_outer_strides,
     n_segments, chunk_tiles, initial_value,
     # meta-parameters
-    PREPARE: tl.constexpr, MERGE: tl.constexpr, SEG_COMBINE: tl.constexpr,
+    PREPARE: tl.constexpr, MERGE: tl.constexpr, ALONG: tl.constexpr, SEG_COMBINE: tl.constexpr,
     SEG_SCAN: tl.constexpr, FINISH: tl.constexpr, LOAD_DTYPE: tl.constexpr,
     IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, SCAN: tl.constexpr,
     EXCLUSIVE: tl.constexpr, REVERSE: tl.constexpr, HAS_INITIAL: tl.constexpr,
@@ -728,9 +743,9 @@ def segment_kernel(
             if COMMUTATIVE and BLOCK_INNER == 1:
                 if inside:
                     tail = _fold_inside(x_ptrs, x_offs, inner_mask, fold_first, fold_end,
-                                        axis_len, x_axis_strides, PREPARE, MERGE, LOAD_DTYPE,
-                                        IDENTITY, STATE_DTYPE, INDEX_64, BLOCK_AXIS, FOLD_TILES,
-                                        BLOCK_INNER)
+                                        axis_len, x_axis_strides, PREPARE, MERGE, ALONG,
+                                        LOAD_DTYPE, IDENTITY, STATE_DTYPE, INDEX_64, BLOCK_AXIS,
+                                        FOLD_TILES, BLOCK_INNER)
                 else:
                     tail = _chunk_tail(x_ptrs, x_offs, inner_mask, offsets_ptr, first_position,
                                        end_step, n_tiles, axis_len, n_segments, x_axis_strides,
@@ -768,8 +783,8 @@ def segment_kernel(
         # result to the chunk where it ends.
         _publish(published_ptrs, status_ptr, ticket,
                  _fold_inside(x_ptrs, x_offs, inner_mask, fold_first, fold_end, axis_len,
-                              x_axis_strides, PREPARE, MERGE, LOAD_DTYPE, IDENTITY, STATE_DTYPE,
-                              INDEX_64, BLOCK_AXIS, FOLD_TILES, BLOCK_INNER),
+                              x_axis_strides, PREPARE, MERGE, ALONG, LOAD_DTYPE, IDENTITY,
+                              STATE_DTYPE, INDEX_64, BLOCK_AXIS, FOLD_TILES, BLOCK_INNER),
                  epoch_base + STATE_AGGREGATE, BLOCK_INNER)
     else:
         tail, open_state, open_count, open_found = _chunk_walk(

@@ -35,6 +35,7 @@ from ..core import checks as _checks, layout as _layout
 from ..core.dtypes import ACC_TORCH_DTYPE, TL_DTYPE, TORCH_DTYPE
 from ..kernels import combine as _combine
 from ..kernels.segment import segment_kernel
+from ..reduce_functions import record_of
 from ..runtime import resident as _resident, steps as _steps
 from . import scan_checks as _scan_checks, state_combine as _state_combine
 from .reduction import Reduction
@@ -163,12 +164,14 @@ def _layout_args(shape, axis: int, xs: tuple, outs: tuple) -> tuple:
 def _launch(xs: tuple, outs: tuple, offsets: torch.Tensor, axis: int, *, prepare, merge,
             finish, load_dtypes: tuple, state_dtypes: tuple, identity: tuple, scan: bool,
             exclusive: bool = False, reverse: bool = False, initial=None,
-            empty_index: bool = False, commutative: bool = True,
+            empty_index: bool = False, commutative: bool = True, along=None,
             config: Optional[SegmentConfig] = None) -> None:
     """Run the segment kernel over ``xs`` into ``outs`` (``state_dtypes``: torch dtypes, one per
     state component; ``load_dtypes``: one per input). ``commutative``: ``merge`` may fold a
     segment's elements in any fixed order (the reductions, whose merges the reduce kernels fold in
-    a tree, and the sum and product scans), not only in traversal order (a user's combine)."""
+    a tree, and the sum and product scans), not only in traversal order (a user's combine);
+    ``along(state, merge)`` then folds a tile's rows (a reduction's own, as the reduce kernels
+    use it; ``merge_along`` where None)."""
     x = xs[0]
     shape = tuple(x.shape)
     args = _layout_args(shape, axis, xs, outs)
@@ -194,7 +197,9 @@ def _launch(xs: tuple, outs: tuple, offsets: torch.Tensor, axis: int, *, prepare
                                       n_segments + config.boundary_block + 1,
                                       programs * block_inner)
     seg_combine, seg_scan = _state_combine.segmented_adapters(merge, len(state_dtypes))
-    meta = dict(PREPARE=prepare, MERGE=merge, SEG_COMBINE=seg_combine, SEG_SCAN=seg_scan,
+    meta = dict(PREPARE=prepare, MERGE=merge,
+                ALONG=along if along is not None else _combine.merge_along,
+                SEG_COMBINE=seg_combine, SEG_SCAN=seg_scan,
                 FINISH=finish, LOAD_DTYPE=tuple(TL_DTYPE[d] for d in load_dtypes),
                 IDENTITY=tuple(identity), STATE_DTYPE=tuple(TL_DTYPE[d] for d in state_dtypes),
                 SCAN=scan, EXCLUSIVE=exclusive, REVERSE=reverse,
@@ -218,6 +223,12 @@ def _launch(xs: tuple, outs: tuple, offsets: torch.Tensor, axis: int, *, prepare
     tail = (*args, n_segments, config.chunk_tiles, initial if initial is not None else 0)
     step = _steps.step(segment_kernel, (programs,), slots, tail, meta)
     _steps.Work(workspaces, (step,)).run(x, outs[0], (offsets, *xs[1:], *outs[1:]))
+
+
+def _fold_along(record: ScanCombine):
+    """How a sum or product scan folds a tile's rows where it folds a chunk's tail: the fold
+    of the reduction that totals it (SUM, MULTIPLY)."""
+    return record_of(record.fold).along if record.fold is not None else None
 
 
 def _config(config) -> Optional[SegmentConfig]:
@@ -269,7 +280,7 @@ def segment_reduce_axis(xs, reduction: Reduction, offsets: torch.Tensor, axis: i
                 load_dtypes=tuple(TORCH_DTYPE[d] for d in load),
                 state_dtypes=tuple(TORCH_DTYPE[d] for d in state), identity=identity,
                 scan=False, initial=initial, empty_index=function in _INDEX_FUNCTIONS,
-                config=config)
+                along=reduction.along, config=config)
     if keepdims:
         outs = tuple(o.unsqueeze(axis + 1) for o in outs)
     return outs
@@ -298,7 +309,7 @@ def segment_scan_axis(x: torch.Tensor, record: ScanCombine, offsets: torch.Tenso
         _launch((x.resolve_neg(),), (result,), offsets, axis, prepare=_combine.keep_inputs,
                 merge=merge, finish=_combine.finish_value, load_dtypes=(state,),
                 state_dtypes=(state,), identity=(record.identity,), scan=True,
-                exclusive=exclusive, reverse=reverse, config=config)
+                exclusive=exclusive, reverse=reverse, along=_fold_along(record), config=config)
     if out is not None and result is not out:
         out.copy_(result)
         return out
