@@ -15,9 +15,9 @@ from .heuristics import _choose_for, next_pow2
 
 # A chunk inside one segment folds its tiles several at a time (``FOLD_TILES``), so a chunk
 # holding a boundary takes longer than the rest: short chunks keep the slowest one close to the
-# average. A multiple of the programs an SM holds at once (two of the 1-D reductions, three of the
-# 1-D scans, tritonml/bench/segment_model.py) leaves no partial last wave.
-PROGRAMS_PER_SM = {"scan": 6, "reduce": 8}
+# average. A multiple of the programs an SM holds at once (two of the 1-D reductions, three or
+# four of the 1-D scans, tritonml/bench/segment_model.py) leaves no partial last wave.
+PROGRAMS_PER_SM = {"scan": 12, "reduce": 8}
 # Lanes of one tile: 1024 at 8 warps (4 lanes a thread) for states of one 8-byte component,
 # half as many for wider states; 2048 lanes spill hundreds of bytes, these at most 72
 # (tests/test_segment_compile.py). A tile's searches of the boundaries stay a small share of its

@@ -32,6 +32,8 @@ OFFSETS = {   # axis length 61
     "empty at both ends": [0, 0, 0, 30, 61, 61],
     "many short": list(range(0, 61, 2)) + [61],
     "one long and empties": [0, 1, 1, 1, 60, 61],
+    # more boundaries on one position than a tile reads at once: a tile's reads go on past them
+    "piles of empties": [0] * 5 + [17] * 40 + [30] + [61] * 4,
 }
 
 

@@ -165,6 +165,14 @@ class MemTrace:
             total += size * len(np.unique(np.concatenate(chunks)))
         return total
 
+    def operations(self, region: str, kind: str) -> int:
+        """Memory operations (one per ``tl.load``/``tl.store``/atomic a program executes, however
+        many lanes) that touched ``region`` (needs track_distinct): a kernel's dependent round
+        trips are at most these."""
+        if not self.track_distinct:
+            raise ValueError("operations needs trace_memory(track_distinct=True)")
+        return len(self._addresses.get((region, kind), []))
+
     def _grouped(self, region, kind):
         groups: Dict[int, list] = {}
         for size, addresses in self._addresses.get((region, kind), []):

@@ -45,6 +45,10 @@ import triton.language as tl
 from .combine import cast_state, reduce_along, scan_along
 from .scan import STATE_AGGREGATE, STATUS_BASE, _chain_bases, _draw_ticket, _publish, _tile_of
 
+# Boundaries a tile reads beyond the count of the tile before (a walk's first tile reads this
+# many): one round trip where lengths vary little, a few re-read bytes where they vary.
+BOUNDARY_SLACK = tl.constexpr(16)
+
 
 @triton.jit
 def _segment_of(offsets_ptr, position, lo, hi):
@@ -149,7 +153,7 @@ def _empty_results(out_ptrs, out_offs, out_axis_strides, inner_mask, segments, e
 
 @triton.jit
 def _tile_segments(offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask, tile_start,
-                   known, axis_len, n_segments, initial_value, FINISH: tl.constexpr,
+                   known, width, axis_len, n_segments, initial_value, FINISH: tl.constexpr,
                    IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, SCAN: tl.constexpr,
                    REVERSE: tl.constexpr, HAS_INITIAL: tl.constexpr, EMPTY_INDEX: tl.constexpr,
                    BLOCK_AXIS: tl.constexpr, BOUNDARY_BLOCK: tl.constexpr,
@@ -158,33 +162,59 @@ def _tile_segments(offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask
 
     ``known``: forward, the segment holding tile_start; reverse, the last boundary index at or
     before the tile's end (what the previous tile of the walk returned; the walk's first tile
-    searches for it). Returns (segments, firsts, lasts, lengths, next_known), per position
-    [BLOCK_AXIS]: its segment, whether it is its segment's first / last element (padding past
-    the axis: both), the segment's length (reduce only), and the next tile's ``known``.
+    searches for it). ``width``: how many boundaries to read first (the walk's guess). Returns
+    (segments, firsts, lasts, lengths, next_known), per position [BLOCK_AXIS]: its segment,
+    whether it is its segment's first / last element (padding past the axis: both), the
+    segment's length (reduce only), and the next tile's ``known``.
 
-    The boundaries in (tile_start, tile_end] are read once, BOUNDARY_BLOCK at a time, and
-    counted per position with a histogram whose running sum is each position's segment past
-    the first; the flags and lengths follow from the counts in registers (a running max of the
-    segment starts, a reversed running min of the stops). Reduce: also writes the empty
-    segments whose boundary lies in (tile_start, tile_end] (tile 0: also those at 0)."""
+    The boundaries in (tile_start, tile_end] are read in vector loads from the known end of
+    them, ``width`` at first, then, while all those read lie in the tile, as many as the
+    positions left hold at the density read so far (at most BOUNDARY_BLOCK), until one lies
+    outside it: one dependent round trip a tile where the walk guessed the count well (a
+    galloping search of scalars takes about 2 log2 of them), and few boundaries read twice.
+    They are counted per position with a histogram whose running sum is each position's
+    segment past the first; the flags and lengths follow from the counts in registers (a
+    running max of the segment starts, a reversed running min of the stops). Reduce: also
+    writes the empty segments whose boundary lies in (tile_start, tile_end] (tile 0: also those
+    at 0)."""
     tile_end = tile_start + BLOCK_AXIS
-    if REVERSE:
-        last_boundary = known
-        seg_first = _gallop_down(offsets_ptr, tile_start, tl.minimum(last_boundary + 1,
-                                                                      n_segments))
-        next_known = seg_first
-    else:
-        seg_first = known
-        last_boundary = _gallop_up(offsets_ptr, tile_end, seg_first, n_segments + 1)
-        next_known = last_boundary
     counts = tl.zeros([BLOCK_AXIS], tl.int32)
     next_counts = tl.zeros([BLOCK_AXIS], tl.int32)   # boundaries one position later
     lanes = tl.arange(0, BOUNDARY_BLOCK)
-    first_listed = tl.where(tile_start == 0, 0, seg_first + 1)
-    for base in range(first_listed, last_boundary + 1, BOUNDARY_BLOCK):
+    if REVERSE:
+        # blocks end at ``edge`` and go down: boundaries above tile_start (tile 0: down to 0)
+        edge = known
+    else:
+        # blocks start at ``edge`` and go up: boundaries up to tile_end
+        edge = tl.where(tile_start == 0, 0, known + 1)
+    # (a guess out of int32's range wraps or saturates: any width from 1 to BOUNDARY_BLOCK is
+    # correct, and ``extra`` keeps every later block at least BOUNDARY_SLACK wide)
+    width = tl.minimum(tl.maximum(width, 1), BOUNDARY_BLOCK)
+    if REVERSE:
+        base = edge - width + 1
+    else:
+        base = edge
+    extra = tl.full([], BOUNDARY_SLACK, tl.int32)   # the least width of the next block
+    if REVERSE:
+        reached = tile_end      # where the boundaries read so far reach
+    else:
+        reached = tile_start
+    above = edge * 0              # reverse: boundaries read above tile_start
+    last_boundary = edge - 1      # forward: the last boundary read at or before tile_end
+    more = width > 0
+    while more:
         index = base + lanes
-        listed = index <= last_boundary
-        bound = tl.load(offsets_ptr + index, mask=listed, other=0).to(tile_start.dtype)
+        readable = (lanes < width) & (index >= 0) & (index <= n_segments)
+        bound = tl.load(offsets_ptr + tl.maximum(tl.minimum(index, n_segments), 0),
+                        mask=readable, other=0).to(tile_start.dtype)
+        if REVERSE:
+            inside = readable & (bound > tile_start)
+            listed = readable & ((bound > tile_start) | (tile_start == 0))
+        else:
+            inside = readable & (bound <= tile_end)
+            listed = inside
+        n_inside = tl.sum(inside.to(tl.int32), 0)
+        n_listed = tl.sum(listed.to(tl.int32), 0)
         offset = bound - tile_start
         in_tile = listed & (offset > 0) & (offset < BLOCK_AXIS)
         counts += tl.histogram(tl.where(in_tile, offset, 0).to(tl.int32), BLOCK_AXIS,
@@ -195,14 +225,52 @@ def _tile_segments(offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask
                                     BLOCK_AXIS, mask=ends_in_tile)
         if not SCAN:
             # the next boundary of each listed one: the next lane, or past the block one load
-            after = tl.load(offsets_ptr + tl.minimum(base + BOUNDARY_BLOCK, n_segments))
+            block_end = base + width
+            after = tl.load(offsets_ptr + tl.minimum(block_end, n_segments))
             following = tl.gather(bound, tl.minimum(lanes + 1, BOUNDARY_BLOCK - 1), 0)
-            following = tl.where(lanes == BOUNDARY_BLOCK - 1, after.to(tile_start.dtype),
+            following = tl.where(index == block_end - 1, after.to(tile_start.dtype),
                                  following)
             empty = listed & (index < n_segments) & (bound == following)
             _empty_results(out_ptrs, out_offs, out_axis_strides, inner_mask, index[:, None],
                            empty[:, None], axis_len, initial_value, FINISH, IDENTITY,
                            STATE_DTYPE, HAS_INITIAL, EMPTY_INDEX, BOUNDARY_BLOCK, BLOCK_INNER)
+        # every boundary read lies in the tile: the next block, twice as wide, further out
+        more = n_listed == width
+        if REVERSE:
+            above += n_inside
+            more = more & (base > 0)
+            edge = base - 1
+        else:
+            last_boundary = base + n_inside - 1
+            edge = base + width
+        # the next block: as many as the tile's positions not yet reached hold at this block's
+        # density, and some slack; at least ``extra``, which doubles (empty segments pile
+        # boundaries on one position). While blocks go on, all they read lies in the tile, so
+        # the guess is never negative and no block is narrower than BOUNDARY_SLACK.
+        if REVERSE:
+            block_reached = tl.min(tl.where(readable, bound, reached), 0)
+            covered = reached - block_reached
+            remaining = block_reached - tile_start
+        else:
+            block_reached = tl.max(tl.where(readable, bound, reached), 0)
+            covered = block_reached - reached
+            remaining = tile_end - block_reached
+        reached = block_reached
+        guess = (n_listed.to(tl.float32) * remaining.to(tl.float32)
+                 / tl.maximum(covered, 1).to(tl.float32)).to(tl.int32)
+        width = tl.minimum(tl.maximum(guess + guess // 32 + BOUNDARY_SLACK, extra),
+                           BOUNDARY_BLOCK)
+        extra = extra * 2
+        if REVERSE:
+            base = edge - width + 1
+        else:
+            base = edge
+    if REVERSE:
+        seg_first = known - above
+        next_known = seg_first
+    else:
+        seg_first = known
+        next_known = last_boundary
     running = tl.cumsum(counts, 0).to(tile_start.dtype)
     segments = tl.minimum(seg_first + running, n_segments - 1)
     rows = tl.arange(0, BLOCK_AXIS)
@@ -322,7 +390,7 @@ def _store_scan(out_ptrs, out_offs, positions, out_axis_strides, mask, running):
 
 @triton.jit
 def _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
-                  out_axis_strides, tile, known, carry, carry_empty, load_from, axis_len,
+                  out_axis_strides, tile, known, width, carry, carry_empty, load_from, axis_len,
                   n_segments, x_axis_strides, initial_value, PREPARE: tl.constexpr,
                   MERGE: tl.constexpr, SEG_COMBINE: tl.constexpr, SEG_SCAN: tl.constexpr,
                   FINISH: tl.constexpr, LOAD_DTYPE: tl.constexpr, IDENTITY: tl.constexpr,
@@ -353,7 +421,7 @@ def _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
     if INDEX_64:
         tile_start = tile_start.to(tl.int64)
     segments, firsts, lasts, lengths, next_known = _tile_segments(
-        offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask, tile_start, known,
+        offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask, tile_start, known, width,
         axis_len, n_segments, initial_value, FINISH, IDENTITY, STATE_DTYPE, SCAN, REVERSE,
         HAS_INITIAL, EMPTY_INDEX, BLOCK_AXIS, BOUNDARY_BLOCK, BLOCK_INNER)
     positions = tile_start + tl.arange(0, BLOCK_AXIS)
@@ -565,10 +633,16 @@ def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, fir
         open_count = tl.zeros([], tl.int32)
     open_found = tl.zeros([], tl.int1)
     started = tl.zeros([], tl.int1)   # a head in the walk so far
+    # boundaries to read first in a tile: as many as the tile before held, and some slack (the
+    # first tile: as many as a tile holds on average; a galloping search for the count here
+    # took the forward scan from 62 registers a thread to 80 and spills)
+    density = n_segments.to(tl.float32) / tl.maximum(axis_len, 1).to(tl.float32)
+    width = (density * BLOCK_AXIS).to(tl.int32) + BOUNDARY_SLACK
     for step in range(first_step, end_step):
-        running, last, segments, heads, ends, lengths, positions, valid, known = \
+        running, last, segments, heads, ends, lengths, positions, valid, next_known = \
             _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
-                          out_axis_strides, _tile_of(step, n_tiles, REVERSE), known, carry,
+                          out_axis_strides, _tile_of(step, n_tiles, REVERSE), known, width,
+                          carry,
                           carry_empty, load_from, axis_len, n_segments, x_axis_strides,
                           initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN, FINISH,
                           LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, EXCLUSIVE, REVERSE,
@@ -604,6 +678,9 @@ def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, fir
             open_found = open_found | found_here
         carry = last
         carry_empty = tl.zeros([], tl.int1)
+        held = tl.abs(next_known - known).to(tl.int32)
+        width = held + held // 32 + BOUNDARY_SLACK
+        known = next_known
         started = started | (tl.sum(heads.to(tl.int32), 0) > 0)
     return carry, open_state, open_count, open_found
 
