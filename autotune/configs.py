@@ -7,6 +7,7 @@ in.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 SCAN_REGIMES = ("rows", "columns", "lookback", "chunked")
 # The most chunks a "chunked" scan looks back over in one vector load (its window).
@@ -134,6 +135,9 @@ class SegmentConfig:
     fold_tiles: a chunk that lies inside one segment has no boundary to find; a reduction's
         such chunk, and a sum or product scan's fold of it before its walk, take
         ``fold_tiles`` tiles per step (a power of two).
+    maxnreg: registers a thread may use on a GPU (Triton's ``maxnreg``, an int from 16 to 255);
+        None leaves it to ptxas, which holds a kernel that needs a little more than 64, 80 or
+        128 registers there and spills the rest.
     """
     block_axis: int
     block_inner: int
@@ -142,6 +146,7 @@ class SegmentConfig:
     boundary_block: int = 256
     num_warps: int = 4
     fold_tiles: int = 1
+    maxnreg: Optional[int] = None
 
     def validate(self, name: str = "config") -> None:
         for field in ("block_axis", "block_inner", "window", "boundary_block", "num_warps",
@@ -154,6 +159,11 @@ class SegmentConfig:
             raise ValueError(f"{name}.chunk_tiles: {self.chunk_tiles!r} must be an int >= 1")
         if not 2 <= self.window <= MAX_SCAN_WINDOW:
             raise ValueError(f"{name}.window: {self.window!r} must be from 2 to {MAX_SCAN_WINDOW}")
+        if self.maxnreg is not None and (not isinstance(self.maxnreg, int)
+                                         or isinstance(self.maxnreg, bool)
+                                         or not 16 <= self.maxnreg <= 255):
+            raise ValueError(f"{name}.maxnreg: {self.maxnreg!r} must be None or an int from 16 "
+                             "to 255")
         for tile, shape in ((self.block_axis * self.block_inner, "block_axis x block_inner"),
                             (self.block_axis * self.block_inner * self.fold_tiles,
                              "block_axis x block_inner x fold_tiles"),

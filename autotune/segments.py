@@ -15,9 +15,9 @@ from .heuristics import _choose_for, next_pow2
 
 # A chunk inside one segment folds its tiles several at a time (``FOLD_TILES``), so a chunk
 # holding a boundary takes longer than the rest: short chunks keep the slowest one close to the
-# average. A multiple of the programs an SM holds at once (two of the 1-D reductions, three or
+# average. A multiple of the programs an SM holds at once (three of the 1-D reductions, three or
 # four of the 1-D scans, tritonml/bench/segment_model.py) leaves no partial last wave.
-PROGRAMS_PER_SM = {"scan": 12, "reduce": 8}
+PROGRAMS_PER_SM = {"scan": 12, "reduce": 12}
 # Lanes of one tile: 1024 at 8 warps (4 lanes a thread) for states of one 8-byte component,
 # half as many for wider states; 2048 lanes spill hundreds of bytes, these at most 72
 # (tests/test_segment_compile.py). A tile's searches of the boundaries stay a small share of its
@@ -28,6 +28,12 @@ TILE_LANES = 1024
 # no scan.
 FOLD_TILES = 4
 NUM_WARPS = 8
+# A reduction of one-lane-wide tiles (the segmented axis with one inner position, a 1-D x) runs
+# 4 warps (8 lanes a thread) and lets ptxas take the registers it needs (``maxnreg`` 255): about
+# 160 a thread, three programs of 3,072 lanes per SM without spills, where 8 warps at about 110
+# hold two of 2,048, and ptxas held 4 warps to 128 with spills (tests/test_segment_compile.py).
+REDUCE_1D_WARPS = 4
+REDUCE_1D_MAXNREG = 255
 MAX_BLOCK_INNER = 64
 
 
@@ -49,7 +55,9 @@ def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: i
         chunk_tiles = tiles
     chunks = -(-tiles // chunk_tiles)
     window = min(MAX_SCAN_WINDOW, max(16, next_pow2(chunks)), max(2, 4096 // block_inner))
-    num_warps = NUM_WARPS
+    one_lane = not scan and block_inner == 1
     return SegmentConfig(block_axis, block_inner, chunk_tiles, window,
-                         boundary_block=min(block_axis, 1024), num_warps=num_warps,
-                         fold_tiles=FOLD_TILES if state_bytes < 16 else FOLD_TILES // 2)
+                         boundary_block=min(block_axis, 1024),
+                         num_warps=REDUCE_1D_WARPS if one_lane else NUM_WARPS,
+                         fold_tiles=FOLD_TILES if state_bytes < 16 else FOLD_TILES // 2,
+                         maxnreg=REDUCE_1D_MAXNREG if one_lane else None)

@@ -16,8 +16,9 @@ pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="compiles for a G
 # than 48, 64, 80 or 128 registers a thread (8 warps: five to two programs per SM), ptxas holds it
 # there and keeps up to 40 bytes of spills in the stack frame (the 1-D scans, 8 or 16 bytes read
 # outside loops; the tiles of many rows and of a strided axis: LOG_SUM_EXP, 64-bit integer scans,
-# the sum scans on sm_80), a few of them read inside loops (docs/segments.md). These are the
-# measured ceilings, so that growth is caught.
+# the sum scans on sm_80), a few of them read inside loops (docs/segments.md). The 1-D
+# reductions, whose config sets ``maxnreg``, spill nowhere. These are the measured ceilings, so
+# that growth is caught.
 MAX_SEGMENT_STACK_BYTES = 40
 MAX_LOCAL_ACCESSES_IN_LOOPS = 7
 
@@ -50,6 +51,14 @@ def _widest_load_bits(result) -> int:
     meta = result["meta"]
     lanes = meta["BLOCK_AXIS"] * meta["BLOCK_INNER"] // (32 * meta["num_warps"])
     return min(128, lanes * getattr(torch, result["case"]["dtype"][6:]).itemsize * 8)
+
+
+def test_one_dimensional_reductions_do_not_spill_on_sm80_and_sm90(compiled_segments):
+    spilling = [(r["case"], r["arch"], r.get("registers"), r.get("stack_bytes"))
+                for r in compiled_segments
+                if r["case"]["layout"] == "flat" and "reverse" not in r["case"]
+                and (r.get("stack_bytes", 0) or r.get("local_bytes", 0))]
+    assert not spilling, spilling[:5]
 
 
 def test_segment_rows_load_128_bit_vectors_on_sm80_and_sm90(compiled_segments):

@@ -25,6 +25,9 @@ CONFIGS = {
     "chunks of 3": SegmentConfig(16, 1, chunk_tiles=3, window=4, boundary_block=2, fold_tiles=2),
     "wide window": SegmentConfig(32, 4, chunk_tiles=2, window=64, boundary_block=64,
                                  fold_tiles=4),
+    # what a 1-D reduction runs on a GPU: 4 warps, ptxas free to take 255 registers
+    "maxnreg": SegmentConfig(16, 1, chunk_tiles=2, window=2, boundary_block=8, num_warps=4,
+                             fold_tiles=2, maxnreg=255),
 }
 OFFSETS = {   # axis length 61
     "random": segment_oracle.random_offsets(61, 9, seed=1),
@@ -301,3 +304,18 @@ def test_lengths_become_offsets_and_int32_is_accepted():
     assert got.dtype == torch.int64 and got.tolist() == [0, 2, 2, 5]
     offsets = torch.tensor([0, 2, 2, 5], dtype=torch.int32)[::1]
     assert S.segment_offsets(5, "cpu", offsets=offsets).tolist() == [0, 2, 2, 5]
+
+
+@pytest.mark.parametrize("config,message", [
+    (SegmentConfig(16, 1, maxnreg=300), r"config.maxnreg: 300 must be None or an int from 16"),
+    (SegmentConfig(16, 1, maxnreg=True), r"config.maxnreg: True must be None or an int"),
+    (SegmentConfig(16, 1, fold_tiles=3), r"config.fold_tiles: 3 must be a power of two"),
+])
+def test_bad_configs_are_refused_before_launch(config, message):
+    x = torch.arange(6, dtype=torch.float32)
+    with pytest.raises(ValueError, match=message):
+        S.segment_reduce_axis(x, record_of("SUM"), _offsets([0, 2, 6]), 0, config=config)
+    out = torch.full((6,), 7.0)
+    with pytest.raises(ValueError, match=message):
+        S.segment_scan_axis(x, SUM, _offsets([0, 2, 6]), 0, out=out, config=config)
+    assert torch.equal(out, torch.full((6,), 7.0))

@@ -209,6 +209,8 @@ def _launch(xs: tuple, outs: tuple, offsets: torch.Tensor, axis: int, *, prepare
                 COMMUTATIVE=commutative,
                 PTR_TUPLES=len(xs) > 1 or len(outs) > 1 or len(state_dtypes) > 1,
                 num_warps=config.num_warps)
+    if config.maxnreg is not None:
+        meta["maxnreg"] = config.maxnreg
     tuples = meta["PTR_TUPLES"]
     # tensor slots: x0, out0, offsets, x1.., out1.., then the status words and the tails
     k_in, k_out, k_state = len(xs), len(outs), len(state_dtypes)
