@@ -18,10 +18,10 @@ from .heuristics import _choose_for, next_pow2
 # average. A multiple of the programs an SM holds at once (three of the 1-D reductions, three or
 # four of the 1-D scans, tritonml/bench/segment_model.py) leaves no partial last wave.
 PROGRAMS_PER_SM = {"scan": 12, "reduce": 12}
-# Lanes of one tile: 1024 at 8 warps (4 lanes a thread) for states of one 8-byte component,
-# half as many for wider states; 2048 lanes spill hundreds of bytes, these at most 72
-# (tests/test_segment_compile.py). A tile's searches of the boundaries stay a small share of its
-# bytes (tests/test_segment_bytes.py).
+# Lanes of one tile: 1024 (4 lanes a thread at 8 warps, 8 at the 1-D reductions' 4) for states
+# of one 8-byte component, half as many for wider states; 2048 lanes at 8 warps spilled hundreds
+# of bytes (tests/test_segment_compile.py has what these compile to). A tile's reads of the
+# boundaries stay a small share of its bytes (tests/test_segment_bytes.py).
 TILE_LANES = 1024
 # A chunk inside one segment folds 4 tiles a step (a reduction's chunk, a scan's tail; 4096 lanes,
 # the chunked scan's tile), half as many for wider states: plain loads and merges, no boundaries,

@@ -181,24 +181,20 @@ def _tile_segments(offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask
     counts = tl.zeros([BLOCK_AXIS], tl.int32)
     next_counts = tl.zeros([BLOCK_AXIS], tl.int32)   # boundaries one position later
     lanes = tl.arange(0, BOUNDARY_BLOCK)
-    if REVERSE:
-        # blocks end at ``edge`` and go down: boundaries above tile_start (tile 0: down to 0)
-        edge = known
-    else:
-        # blocks start at ``edge`` and go up: boundaries up to tile_end
-        edge = tl.where(tile_start == 0, 0, known + 1)
     # (a guess out of int32's range wraps or saturates: any width from 1 to BOUNDARY_BLOCK is
     # correct, and ``extra`` keeps every later block at least BOUNDARY_SLACK wide)
     width = tl.minimum(tl.maximum(width, 1), BOUNDARY_BLOCK)
     if REVERSE:
+        # blocks end at ``edge`` and go down: boundaries above tile_start (tile 0: down to 0)
+        edge = known
         base = edge - width + 1
-    else:
-        base = edge
-    extra = tl.full([], BOUNDARY_SLACK, tl.int32)   # the least width of the next block
-    if REVERSE:
         reached = tile_end      # where the boundaries read so far reach
     else:
+        # blocks start at ``edge`` and go up: boundaries up to tile_end
+        edge = tl.where(tile_start == 0, 0, known + 1)
+        base = edge
         reached = tile_start
+    extra = tl.full([], BOUNDARY_SLACK, tl.int32)   # the least width of the next block
     above = edge * 0              # reverse: boundaries read above tile_start
     last_boundary = edge - 1      # forward: the last boundary read at or before tile_end
     more = width > 0
@@ -234,7 +230,7 @@ def _tile_segments(offsets_ptr, out_ptrs, out_offs, out_axis_strides, inner_mask
             _empty_results(out_ptrs, out_offs, out_axis_strides, inner_mask, index[:, None],
                            empty[:, None], axis_len, initial_value, FINISH, IDENTITY,
                            STATE_DTYPE, HAS_INITIAL, EMPTY_INDEX, BOUNDARY_BLOCK, BLOCK_INNER)
-        # every boundary read lies in the tile: the next block, twice as wide, further out
+        # every boundary read lies in the tile: read the next block, further out
         more = n_listed == width
         if REVERSE:
             above += n_inside
@@ -642,8 +638,7 @@ def _chunk_walk(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs, fir
         running, last, segments, heads, ends, lengths, positions, valid, next_known = \
             _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
                           out_axis_strides, _tile_of(step, n_tiles, REVERSE), known, width,
-                          carry,
-                          carry_empty, load_from, axis_len, n_segments, x_axis_strides,
+                          carry, carry_empty, load_from, axis_len, n_segments, x_axis_strides,
                           initial_value, PREPARE, MERGE, SEG_COMBINE, SEG_SCAN, FINISH,
                           LOAD_DTYPE, IDENTITY, STATE_DTYPE, SCAN, EXCLUSIVE, REVERSE,
                           HAS_INITIAL, EMPTY_INDEX, INDEX_64, BLOCK_AXIS, BOUNDARY_BLOCK,
