@@ -136,8 +136,9 @@ class SegmentConfig:
         such chunk, and a sum or product scan's fold of it before its walk, take
         ``fold_tiles`` tiles per step (a power of two).
     maxnreg: registers a thread may use on a GPU (Triton's ``maxnreg``, an int from 16 to 255);
-        None leaves it to ptxas, which holds a kernel that needs a little more than 64, 80 or
-        128 registers there and spills the rest.
+        None: ptxas's own choice where it spills nothing, else the lowest cap at which the
+        programs an SM holds step down that compiles without spills, found by compiling at the
+        specialization's first launch (``tritonml_autotune.registers``).
     """
     block_axis: int
     block_inner: int

@@ -54,7 +54,7 @@ def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: i
     else:
         chunk_tiles = tiles
     chunks = -(-tiles // chunk_tiles)
-    window = min(MAX_SCAN_WINDOW, max(16, next_pow2(chunks)), max(2, 4096 // block_inner))
+    window = min(MAX_SCAN_WINDOW, max(16, next_pow2(chunks)), max(2, lanes // block_inner))
     one_lane = not scan and block_inner == 1
     return SegmentConfig(block_axis, block_inner, chunk_tiles, window,
                          boundary_block=min(block_axis, 1024),

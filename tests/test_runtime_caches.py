@@ -31,6 +31,20 @@ class _StubKernel:
         return lambda *args, **meta: _StubCompiled()
 
 
+class _StubRegisters:
+    n_regs, n_spills = 64, 0
+
+    def _init_handles(self):
+        pass
+
+
+class _StubGuardedKernel(_StubKernel):
+    """A ``guard_spills`` kernel that compiles without spills."""
+
+    def warmup(self, *args, grid, **meta):
+        return _StubRegisters()
+
+
 def fill_every_cache(monkeypatch, tmp_path):
     x = torch.randn(4, 300)
     results = {"cumulative_sum": tritonml.cumulative_sum(x, 1), "sum": tritonml.reduce(x, "SUM", 1)}
@@ -43,6 +57,10 @@ def fill_every_cache(monkeypatch, tmp_path):
         torch.cumsum(y, 1).sum().backward()
     # The GPU-only caches, through the calls that fill them there.
     _relaunch._first_launch(_StubKernel(), (1,), (), {}, ("stub key",))
+    guarded = _StubGuardedKernel()
+    monkeypatch.setattr(_relaunch._triton_compat, "current_device", lambda: 0)
+    monkeypatch.setattr(_relaunch, "_spill_guarded", {guarded})
+    _relaunch.spill_free_meta(guarded, (1,), (), {"num_warps": 4})
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda index: "NVIDIA H100 80GB HBM3")
     select._cuda_facts(0)
     select.version()
@@ -77,7 +95,7 @@ def test_calls_fill_every_registered_cache_and_clear_empties_them_all(monkeypatc
 
 
 def test_the_registry_holds_the_runtime_and_tuner_caches():
-    assert {"plan.plans", "relaunch.compiled", "resident.workspaces", "state_combine.built",
+    assert {"plan.plans", "relaunch.compiled", "relaunch.spill_caps", "resident.workspaces", "state_combine.built",
             "routing.autograd", "tuner.select.answers", "tuner.shipped.tables",
             "tuner.cache.files"} <= set(runtime.sizes())
 

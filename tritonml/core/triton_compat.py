@@ -272,6 +272,19 @@ def parameter_names(kernel) -> tuple:
     return tuple(param.name for param in kernel.params)
 
 
+def mock_tensor(dtype):
+    """A stand-in for a tensor of ``dtype`` in ``JITFunction.warmup`` (16-byte aligned)."""
+    from triton.runtime.jit import MockTensor
+    return MockTensor(dtype)
+
+
+def compiled_registers(compiled) -> tuple[int, int]:
+    """(registers a thread, spilled bytes) of a compiled-mode ``CompiledKernel``, read when it
+    is loaded on the current device (Triton fills them in then, not at compile time)."""
+    compiled._init_handles()
+    return compiled.n_regs, compiled.n_spills
+
+
 def run_compiled(compiled, grid: tuple, device, bound: tuple) -> None:
     """The tail of ``JITFunction.run``: ``compiled``'s own launcher on the current stream of
     ``device``, with every argument bound (the positional ones, then the meta-parameters in

@@ -36,10 +36,14 @@ from ..core.dtypes import ACC_TORCH_DTYPE, TL_DTYPE, TORCH_DTYPE
 from ..kernels import combine as _combine
 from ..kernels.segment import segment_kernel
 from ..reduce_functions import record_of
-from ..runtime import resident as _resident, steps as _steps
+from ..runtime import relaunch as _relaunch, resident as _resident, steps as _steps
 from . import scan_checks as _scan_checks, state_combine as _state_combine
 from .reduction import Reduction
 from .scan_records import ScanCombine
+
+# Where ptxas's own register choice spills, the kernel compiles at a register cap that does not
+# (a config's ``maxnreg``, where it sets one, stands): tritonml_autotune.registers.
+_relaunch.guard_spills(segment_kernel)
 
 # The functions whose fold ``initial`` may start (torch.segment_reduce's five).
 INITIAL_FUNCTIONS = ("SUM", "MULTIPLY", "MAX", "MIN", "AVERAGE")

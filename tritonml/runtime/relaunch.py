@@ -8,6 +8,11 @@ cache key is at least as fine as Triton's specialization (for each integer: equa
 by 16, and its width class; for each tensor: dtype and 16-byte alignment; every meta-parameter's
 value; the device), so a key never maps to a kernel compiled for other arguments.
 
+Kernels registered with ``guard_spills`` compile, at each specialization's first launch, without
+spills where a register cap can do it (``tritonml_autotune.registers.spill_free_maxnreg``): a
+launch that names no ``maxnreg`` is compiled first as ptxas chooses, and only where that spills
+at the caps where the programs per SM step down. The choice is kept with the specialization.
+
 ``observing(callback)`` reports which way each compiled launch went ("bound": through
 ``JITFunction.run``; "relaunched": straight to the compiled kernel), for
 benchmarks/host_overhead.py.
@@ -18,6 +23,8 @@ import contextlib
 
 import torch
 
+from tritonml_autotune.registers import spill_free_maxnreg
+
 from ..core import triton_compat as _triton_compat
 from . import caches as _caches
 
@@ -27,6 +34,55 @@ _MAX_COMPILED = 4096
 # key -> (CompiledKernel, names of the meta-parameters in parameter order)
 _compiled: dict = _caches.register("relaunch.compiled", {})
 _observers: list = []   # callbacks told BOUND or RELAUNCHED at each compiled launch
+_spill_guarded: set = set()   # kernels whose launches get spill_free_meta
+# (kernel, device, argument dtypes and int classes, meta items) -> the maxnreg chosen, or None
+_spill_caps: dict = _caches.register("relaunch.spill_caps", {})
+
+
+def guard_spills(kernel):
+    """Compile ``kernel``'s specializations without spills where a register cap can (see the
+    module docstring); returns ``kernel``."""
+    _spill_guarded.add(kernel)
+    return kernel
+
+
+def spill_free_meta(kernel, grid, args, meta: dict) -> dict:
+    """``meta``, with the ``maxnreg`` that compiles this specialization of a ``guard_spills``
+    kernel without spills where ptxas's own choice spills; as given for other kernels and where
+    ``meta`` names a ``maxnreg``. Decided once per kernel, device, argument dtypes and integer
+    classes and meta-parameters, by compiling without launching (tensors stand in by dtype, so
+    fake tensors in a torch.compile trace get the same choice as real ones)."""
+    if kernel not in _spill_guarded or meta.get("maxnreg") is not None:
+        return meta
+    key = (kernel, _triton_compat.current_device(), _dtype_key(args), tuple(meta.items()))
+    if key not in _spill_caps:
+        mocked = tuple(_mock(a) for a in args)
+
+        def compile_at(cap):
+            capped = meta if cap is None else {**meta, "maxnreg": cap}
+            return _triton_compat.compiled_registers(kernel.warmup(*mocked, grid=grid, **capped))
+
+        _spill_caps[key] = spill_free_maxnreg(compile_at, meta.get("num_warps", 4))
+    cap = _spill_caps[key]
+    return meta if cap is None else {**meta, "maxnreg": cap}
+
+
+def _mock(arg):
+    if isinstance(arg, torch.Tensor):
+        return _triton_compat.mock_tensor(arg.dtype)
+    if type(arg) is tuple:
+        return tuple(_mock(a) for a in arg)
+    return arg
+
+
+def _dtype_key(arg):
+    if isinstance(arg, torch.Tensor):
+        return arg.dtype
+    if type(arg) is int:
+        return _int_class(arg)
+    if type(arg) is tuple:
+        return tuple(_dtype_key(a) for a in arg)
+    return type(arg), arg
 
 
 @contextlib.contextmanager
@@ -74,7 +130,7 @@ def _first_launch(kernel, grid, args, meta, key):
     relaunched directly."""
     for observer in _observers:
         observer(BOUND)
-    compiled = kernel[grid](*args, **meta)
+    compiled = kernel[grid](*args, **spill_free_meta(kernel, grid, args, meta))
     order = _meta_order(kernel, len(args), meta)
     if compiled is None or order is None:
         return None

@@ -134,7 +134,8 @@ def launch(kernel: Any, grid: Any, *args: Any, **meta: Any) -> None:
         # While torch traces (torch.compile, export, make_fx: a tracing mode, or fake tensors),
         # wrap_triton records the launch into the graph. Plain eager launches skip it: its
         # eager path costs more host time than the launch itself.
-        torch.library.wrap_triton(kernel)[tuple(grid)](*args, **meta)
+        torch.library.wrap_triton(kernel)[tuple(grid)](
+            *args, **_relaunch.spill_free_meta(kernel, tuple(grid), args, meta))
 
 
 def launch_prepared(prepared: Any, tensors: Any) -> None:
