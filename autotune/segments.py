@@ -54,6 +54,8 @@ def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: i
     else:
         chunk_tiles = tiles
     chunks = -(-tiles // chunk_tiles)
+    # a look-back window holds no more lanes than a tile: scanning a [64, 64] window of states
+    # took the many-rows tiles to 146-255 registers a thread (docs/segments.md)
     window = min(MAX_SCAN_WINDOW, max(16, next_pow2(chunks)), max(2, lanes // block_inner))
     one_lane = not scan and block_inner == 1
     return SegmentConfig(block_axis, block_inner, chunk_tiles, window,

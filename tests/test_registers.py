@@ -10,10 +10,10 @@ from tritonml_autotune.registers import occupancy_caps, spill_free_maxnreg
 
 
 def _programs_per_sm(registers: int, num_warps: int) -> int:
-    """Programs of ``num_warps`` warps an SM of 65,536 registers and 2,048 threads holds at
-    ``registers`` a thread, each warp's taken in units of 256."""
+    """Programs of ``num_warps`` warps an SM of 65,536 registers, 2,048 threads and 32 resident
+    blocks holds at ``registers`` a thread, each warp's taken in units of 256."""
     per_warp = -(-registers * 32 // 256) * 256
-    return min(2048 // (32 * num_warps), 65536 // (per_warp * num_warps))
+    return min(32, 2048 // (32 * num_warps), 65536 // (per_warp * num_warps))
 
 
 @pytest.mark.parametrize("num_warps", [1, 2, 4, 8, 16])
