@@ -9,7 +9,7 @@ chunk per chain: the fewest programs.
 """
 from __future__ import annotations
 
-from tritonml_autotune.configs import MAX_SCAN_WINDOW, SegmentConfig
+from tritonml_autotune.configs import SegmentConfig
 
 from .heuristics import _choose_for, next_pow2
 
@@ -35,6 +35,11 @@ NUM_WARPS = 8
 REDUCE_1D_WARPS = 4
 REDUCE_1D_MAXNREG = 255
 MAX_BLOCK_INNER = 64
+# A look-back window holds at most 256 chunks (a quarter of a 1-D tile's lanes): with windows of
+# 1,024 the 1-D forward scans compiled to 74 registers a thread on sm_90 (three programs of 8
+# warps per SM), with 256 to 58-64 (four); a segment over every chunk of a 1-D x (at most
+# PROGRAMS_PER_SM per SM) takes one round trip per 256 of them.
+MAX_WINDOW_CHUNKS = 256
 
 
 def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: int,
@@ -56,7 +61,7 @@ def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: i
     chunks = -(-tiles // chunk_tiles)
     # a look-back window holds no more lanes than a tile: scanning a [64, 64] window of states
     # took the many-rows tiles to 146-255 registers a thread (docs/segments.md)
-    window = min(MAX_SCAN_WINDOW, max(16, next_pow2(chunks)), max(2, lanes // block_inner))
+    window = min(MAX_WINDOW_CHUNKS, max(16, next_pow2(chunks)), max(2, lanes // block_inner))
     one_lane = not scan and block_inner == 1
     return SegmentConfig(block_axis, block_inner, chunk_tiles, window,
                          boundary_block=min(block_axis, 1024),

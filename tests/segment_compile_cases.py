@@ -9,6 +9,7 @@ import itertools
 import torch
 
 from tritonml import reductions
+from tritonml.kernels.combine import compose_affine
 from tritonml.bench.gpu_compile import describe
 from tritonml.launchers import segment as S
 from tritonml.launchers.scan_records import PRODUCT, SUM
@@ -43,8 +44,8 @@ def _record(call, case: dict) -> list:
 def segment_launches(layouts=tuple(LAYOUTS)) -> list:
     """Flat and rows (a contiguous axis): every reduce function on float32 and ``ROW_CASES``,
     the float32 scans in both directions, inclusive and exclusive, and a reversed exclusive scan
-    of the other dtypes, a user reduction (Welford) and ``initial``; columns: ``COLUMN_CASES``
-    and a reversed exclusive scan."""
+    of the other dtypes, a user reduction (Welford), ``initial`` and a user combine (affine
+    maps); columns: ``COLUMN_CASES`` and a reversed exclusive scan."""
     descriptions = []
     for layout in layouts:
         shape, axis = LAYOUTS[layout]
@@ -81,4 +82,9 @@ def segment_launches(layouts=tuple(LAYOUTS)) -> list:
         descriptions += _record(lambda: S.segment_reduce_axis(x, record_of("SUM"), offsets, axis,
                                                               initial=1.5),
                                 dict(layout=layout, op="SUM initial", dtype="torch.float32"))
+        # a user's combine that does not commute (a linear recurrence's affine maps, two
+        # tensors): chunks fold their tails in traversal order
+        descriptions += _record(lambda: S.segment_associative_scan(compose_affine, (x, x), offsets,
+                                                                   axis),
+                                dict(layout=layout, op="affine", dtype="torch.float32"))
     return descriptions

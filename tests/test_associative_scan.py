@@ -427,7 +427,7 @@ def test_tuple_states_compile_for_sm80_and_sm90_without_spills(compiled_tuple_sc
     assert not spilling, spilling[:3]
 
 
-def test_tuple_state_accesses_are_vectors(compiled_tuple_scans):
+def test_tuple_states_compile_to_vector_accesses_on_sm80_and_sm90(compiled_tuple_scans):
     for r in compiled_tuple_scans:
         case = r["case"]
         # Arity 2: 128-bit stores, and 128-bit loads where the window is aligned (inclusive; the

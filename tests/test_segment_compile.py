@@ -11,6 +11,7 @@ import torch
 
 import tritonml
 from tests.segment_compile_cases import segment_launches
+from tritonml.bench import segment_model
 from tritonml.bench.gpu_compile import compile_in_subprocess
 from tritonml_autotune.registers import occupancy_caps, spill_free_maxnreg
 
@@ -93,3 +94,20 @@ def test_segment_rows_load_128_bit_vectors_on_sm80_and_sm90(compiled_segments):
               if r["case"]["layout"] in ("flat", "rows")
               and r["max_load_bits"] < _widest_load_bits(r)]
     assert not narrow, narrow[:5]
+
+
+def test_the_time_model_charges_the_registers_these_compile_to(compiled_segments):
+    """tritonml/bench/segment_model.py sets programs per SM from the sm_90 registers of a 1-D
+    float32 x's SUM reduction and forward sum scan, both as they launch (the scan at ptxas's own
+    choice, no guard cap)."""
+    def flat_sm90(op, **case):
+        return next(r for r in compiled_segments
+                    if r["arch"] == 90 and r["case"]["layout"] == "flat"
+                    and r["case"]["op"] == op and r["case"]["dtype"] == "torch.float32"
+                    and all(r["case"].get(k) == v for k, v in case.items()))
+
+    reduction = flat_sm90("SUM")
+    scan = flat_sm90("sum", reverse=False, exclusive=False)
+    assert reduction["registers"] == segment_model.REGISTERS["reduce"]
+    assert scan["registers"] == segment_model.REGISTERS["scan"]
+    assert "guard_cap" not in scan
