@@ -109,3 +109,21 @@ def test_the_guard_leaves_a_named_cap_and_other_kernels_alone(guarded):
     other = _GuardedKernel()
     assert _relaunch.spill_free_meta(other, (1,), (), {"num_warps": 8}) == {"num_warps": 8}
     assert guarded.warmups == other.warmups == []
+
+
+class _UncompilableKernel(_GuardedKernel):
+    def warmup(self, *args, grid, **meta):
+        self.warmups.append(meta)
+        raise RuntimeError("no driver for this target")
+
+
+def test_a_guard_compile_that_fails_leaves_the_launch_at_ptxas_choice(monkeypatch):
+    monkeypatch.setattr(_relaunch._triton_compat, "current_device", lambda: 0)
+    monkeypatch.setattr(_relaunch, "_spill_caps", {})
+    kernel = _UncompilableKernel()
+    monkeypatch.setattr(_relaunch, "_spill_guarded", {kernel})
+    meta = {"num_warps": 8}
+    with pytest.warns(RuntimeWarning, match="could not compile .* no driver for this target"):
+        assert _relaunch.spill_free_meta(kernel, (1,), (3,), meta) == meta
+    assert _relaunch.spill_free_meta(kernel, (1,), (3,), meta) == meta
+    assert len(kernel.warmups) == 1     # decided once: one warning, one try

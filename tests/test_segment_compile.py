@@ -5,6 +5,11 @@ launch's guard in tritonml/runtime/relaunch.py does), with no spills and no loca
 where x's axis is contiguous, loads of x as wide as its tile allows (128 bits, or a thread's four
 lanes of 8 or 16 bits in a 1-D tile)."""
 import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,6 +23,7 @@ from tritonml_autotune.registers import occupancy_caps, spill_free_maxnreg
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="compiles for a GPU without one")
 
 ARCHS = (80, 90)
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _spilled(result) -> int:
@@ -111,3 +117,22 @@ def test_the_time_model_charges_the_registers_these_compile_to(compiled_segments
     assert reduction["registers"] == segment_model.REGISTERS["reduce"]
     assert scan["registers"] == segment_model.REGISTERS["scan"]
     assert "guard_cap" not in scan
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_the_launch_guard_picks_these_caps_through_tritons_own_warmup(compiled_segments, arch):
+    """The guard's glue as a launch runs it (mock tensors, ``JITFunction.warmup`` with the cap in
+    its meta, the registers and spilled bytes read where the driver reports them), for the 1-D
+    scans, with a stand-in driver in place of CUDA's (tests/guard_stand_in_driver.py)."""
+    descriptions = [d for d in segment_launches(("flat",))
+                    if "reverse" in d["case"] or d["case"]["op"] == "affine"]
+    expected = [next(r.get("guard_cap") for r in compiled_segments
+                     if r["case"] == d["case"] and r["arch"] == arch) for d in descriptions]
+    assert any(cap is not None for cap in expected) and None in expected   # both kinds tried
+    env = dict(os.environ, TRITON_INTERPRET="0",
+               PYTHONPATH=os.pathsep.join([str(REPO)] + sys.path))
+    run = subprocess.run([sys.executable, "-m", "tests.guard_stand_in_driver"], cwd=REPO,
+                         input=json.dumps({"arch": arch, "launches": descriptions}),
+                         capture_output=True, text=True, env=env, timeout=1200)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == expected

@@ -11,7 +11,9 @@ value; the device), so a key never maps to a kernel compiled for other arguments
 Kernels registered with ``guard_spills`` compile, at each specialization's first launch, without
 spills where a register cap can do it (``tritonml_autotune.registers.spill_free_maxnreg``): a
 launch that names no ``maxnreg`` is compiled first as ptxas chooses, and only where that spills
-at the caps where the programs per SM step down. The choice is kept with the specialization.
+at the caps where the programs per SM step down. The choice is kept with the specialization. A
+compile the guard cannot make or read warns once and leaves that specialization at ptxas's
+choice.
 
 ``observing(callback)`` reports which way each compiled launch went ("bound": through
 ``JITFunction.run``; "relaunched": straight to the compiled kernel), for
@@ -20,6 +22,7 @@ benchmarks/host_overhead.py.
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import torch
 
@@ -62,9 +65,23 @@ def spill_free_meta(kernel, grid, args, meta: dict) -> dict:
             capped = meta if cap is None else {**meta, "maxnreg": cap}
             return _triton_compat.compiled_registers(kernel.warmup(*mocked, grid=grid, **capped))
 
-        _spill_caps[key] = spill_free_maxnreg(compile_at, meta.get("num_warps", 4))
+        try:
+            _spill_caps[key] = spill_free_maxnreg(compile_at, meta.get("num_warps", 4))
+        except Exception as error:
+            # The cap only sets occupancy, never a result: a compile the guard cannot make or
+            # read leaves the launch at ptxas's choice (a kernel that cannot compile at all
+            # fails in the launch itself, with Triton's own error).
+            warnings.warn(f"tritonml: could not compile {_name(kernel)} to check it for spills "
+                          f"({type(error).__name__}: {error}); it launches at ptxas's own "
+                          f"register choice", RuntimeWarning, stacklevel=2)
+            _spill_caps[key] = None
     cap = _spill_caps[key]
     return meta if cap is None else {**meta, "maxnreg": cap}
+
+
+def _name(kernel) -> str:
+    fn = getattr(kernel, "fn", kernel)
+    return getattr(fn, "__name__", type(kernel).__name__)
 
 
 def _mock(arg):
