@@ -1,6 +1,6 @@
 """Correctness on a real GPU: every op, dtype and regime the launchers pick for CUDA, against numpy.
 
-    python -m benchmarks.gpu_check [--dtypes float32,int8,...] [--quick]
+    python -m benchmarks.gpu_check [--dtypes float32,int8,...] [--ops scan,reduce,...] [--dry-run]
 
 The test suite runs the kernels through Triton's interpreter on CPU tensors; this sweep runs the same
 public functions on CUDA tensors (compiled kernels), with shapes large enough that the launchers
@@ -9,14 +9,20 @@ reductions), in both directions, inclusive and exclusive, on contiguous and stri
 result is compared with the independent oracles the tests share (``benchmarks/scan_oracle.py``,
 ``benchmarks/reduce_oracle.py``: numpy in float64 or exact integers, the bounds of
 ``tritonml.bench.tolerances``), outputs are poisoned first so an unwritten element fails, and each
-case runs twice to check the bits are deterministic. Without CUDA (or with ``--dry-run``) the
-same sweep runs on CPU tensors through the interpreter with tiny shapes.
+case runs twice to check the bits are deterministic. ``--ops`` picks the checks: ``scan`` and
+``reduce`` (here), ``segment`` and ``dsl`` (the segmented ops and the kernel DSL's tuple states,
+``benchmarks/gpu_check_segments.py``) and ``stress`` (thousands of back-to-back launches on one
+resident workspace, two streams, CUDA graph replays, offsets past 2**31, torch.compile and
+routing on CUDA, ``benchmarks/gpu_check_stress.py``). Without CUDA (or with ``--dry-run``) the
+same sweep runs on CPU tensors through the interpreter with tiny shapes; what needs CUDA is
+listed as skipped.
 
 Prints one line per failure and a summary; exits 1 if anything failed.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 
@@ -95,7 +101,7 @@ def check_scans(dtype, device, shapes, failures, counts):
                 def fn(x, axis, *, reverse, exclusive, out=None, combine=combine):
                     return cumulative_scan(x, axis, combine, reverse=reverse, exclusive=exclusive,
                                            out=out, config=config)
-            x_cpu = _scan_input(shape, dtype, op, seed=len(failures) + counts[0])
+            x_cpu = _scan_input(shape, dtype, op, seed=len(failures) + counts["scan"])
             x_np = scan_oracle.to_numpy(x_cpu)
             for layout in ("contiguous", "strided"):
                 x = x_cpu.to(device)
@@ -105,7 +111,7 @@ def check_scans(dtype, device, shapes, failures, counts):
                     for exclusive in (False, True):
                         label = (f"scan {op} {name} {shape} axis {axis} {layout} reverse={reverse} "
                                  f"exclusive={exclusive} {dtype_name(dtype)}")
-                        counts[0] += 1
+                        counts["scan"] += 1
                         try:
                             out = _poison(shape, dtype, device)
                             fn(x, axis, reverse=reverse, exclusive=exclusive, out=out)
@@ -129,14 +135,14 @@ def check_reductions(dtype, device, shapes, failures, counts):
         for function in reduce_oracle.FUNCTIONS:
             if not reduce_oracle.supported(function, dtype):
                 continue
-            x_cpu = reduce_oracle.make_input(shape, dtype, function, seed=counts[1])
+            x_cpu = reduce_oracle.make_input(shape, dtype, function, seed=counts["reduce"])
             expected = reduce_oracle.expected_tensor(x_cpu, function, axes)
             for layout in ("contiguous", "strided"):
                 x = x_cpu.to(device)
                 if layout == "strided":
                     x = _strided(x)
                 label = f"reduce {function} {name} {shape} axes {axes} {layout} {dtype_name(dtype)}"
-                counts[1] += 1
+                counts["reduce"] += 1
                 try:
                     out = _poison(tuple(expected.shape), expected.dtype, device)
                     tritonml.reduce(x, function, axes, out=out)
@@ -149,33 +155,58 @@ def check_reductions(dtype, device, shapes, failures, counts):
                     print("FAIL", failures[-1], flush=True)
 
 
+OPS = ("scan", "reduce", "segment", "dsl", "stress")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.gpu_check",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--dtypes", default=",".join(dtype_name(d) for d in SUPPORTED_DTYPES))
-    parser.add_argument("--ops", default="scan,reduce")
+    parser.add_argument("--ops", default=",".join(OPS),
+                        help=f"which checks, comma-separated, of {', '.join(OPS)}")
     parser.add_argument("--dry-run", action="store_true", help="CPU tensors, tiny shapes")
     parser.add_argument("--autotune", action="store_true",
                         help="time candidate configs on first calls (slow: up to 12 compiles and "
                              "timings per new shape); by default the cost model chooses")
     args = parser.parse_args(argv)
+    ops = [op.strip() for op in args.ops.split(",") if op.strip()]
+    unknown = sorted(set(ops) - set(OPS))
+    if unknown:
+        parser.error(f"--ops: unknown {', '.join(unknown)}; choose from {', '.join(OPS)}")
     from tritonml_autotune import engine
+
+    from . import gpu_check_segments, gpu_check_stress
     engine.set_timing(True if args.autotune else False)
     gpu = torch.cuda.is_available() and not args.dry_run
     device = "cuda" if gpu else "cpu"
     dtypes = [DTYPE_BY_NAME[d.strip()] for d in args.dtypes.split(",") if d.strip()]
     failures: list = []
-    counts = [0, 0]
+    skipped: list = []
+    counts = dict.fromkeys(OPS, 0)
     for dtype in dtypes:
-        if "scan" in args.ops:
+        if "scan" in ops:
             check_scans(dtype, device, GPU_SCAN_SHAPES if gpu else DRY_SCAN_SHAPES, failures, counts)
-        if "reduce" in args.ops:
+        if "reduce" in ops:
             check_reductions(dtype, device, GPU_REDUCE_SHAPES if gpu else DRY_REDUCE_SHAPES,
                              failures, counts)
+        if "segment" in ops:
+            gpu_check_segments.check_segments(dtype, device, gpu, failures, counts)
+        if "dsl" in ops:
+            gpu_check_segments.check_dsl(dtype, device, gpu, failures, counts)
+        if "stress" in ops:
+            gpu_check_stress.check_stress(dtype, device, gpu, failures, counts, skipped)
+            if gpu_check_stress.hung_in() is not None:
+                # the device is stuck: waiting on it (even at exit) would never end
+                print(f"HANG in {gpu_check_stress.hung_in()}: {len(failures)} failed; "
+                      f"exiting without waiting on the device", flush=True)
+                os._exit(1)
         print(f"{dtype_name(dtype)}: done ({len(failures)} failures so far)", flush=True)
     where = torch.cuda.get_device_name() if gpu else "CPU (interpreter)"
-    print(f"gpu_check on {where}: {counts[0]} scan and {counts[1]} reduce cases, "
-          f"{len(failures)} failed")
+    ran = ", ".join(f"{counts[op]} {op}" for op in ops)
+    for line in dict.fromkeys(skipped):
+        print("SKIPPED", line)
+    print(f"gpu_check on {where}: {ran} cases, {len(failures)} failed, "
+          f"{len(set(skipped))} checks skipped")
     return 1 if failures else 0
 
 

@@ -40,6 +40,7 @@ FULL_ONLY = frozenset({
     "test_gpu_compile", "test_reduce_gpu_compile", "test_negative_view_compile",  # ptxas
     "test_segment_compile",
     "test_distributed",   # spawns ranks
+    "test_gpu_check",     # the GPU sweep's dry run: a minute of interpreted kernels
 })
 ONE_CASE = frozenset({
     "tests/test_scan_initial.py::test_gradcheck_in_x_and_initial",

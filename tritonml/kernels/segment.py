@@ -339,14 +339,11 @@ def _load_xs(x_ptrs, x_offs, positions, x_axis_strides, mask):
 
 
 @triton.jit
-def _scan_cut(xs, positions, cuts, kept, PREPARE: tl.constexpr, SEG_SCAN: tl.constexpr,
-              LOAD_DTYPE: tl.constexpr, IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr,
-              REVERSE: tl.constexpr, HOLES: tl.constexpr, BLOCK_AXIS: tl.constexpr,
-              BLOCK_INNER: tl.constexpr):
-    """Prepare the states of a tile's loaded elements ``xs`` at ``positions`` and scan them in
-    traversal order, a new segment starting at each of ``cuts`` [BLOCK_AXIS]: the state
-    components [BLOCK_AXIS, BLOCK_INNER] and the running "a cut so far" flag. HOLES: the rows
-    not ``kept`` [BLOCK_AXIS] hold the identity instead."""
+def _prepare_states(xs, positions, kept, PREPARE: tl.constexpr, LOAD_DTYPE: tl.constexpr,
+                    IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, HOLES: tl.constexpr,
+                    BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """The states of loaded elements ``xs`` at ``positions``, components [BLOCK_AXIS,
+    BLOCK_INNER]; HOLES: the rows not ``kept`` [BLOCK_AXIS] hold the identity instead."""
     loaded = ()
     for c in tl.static_range(len(xs)):
         loaded = loaded + (xs[c].to(LOAD_DTYPE[c]),)
@@ -357,6 +354,20 @@ def _scan_cut(xs, positions, cuts, kept, PREPARE: tl.constexpr, SEG_SCAN: tl.con
         if HOLES:
             component = tl.where(kept[:, None], component, IDENTITY[c]).to(STATE_DTYPE[c])
         state = state + (component,)
+    return state
+
+
+@triton.jit
+def _scan_cut(xs, positions, cuts, kept, PREPARE: tl.constexpr, SEG_SCAN: tl.constexpr,
+              LOAD_DTYPE: tl.constexpr, IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr,
+              REVERSE: tl.constexpr, HOLES: tl.constexpr, BLOCK_AXIS: tl.constexpr,
+              BLOCK_INNER: tl.constexpr):
+    """Prepare the states of a tile's loaded elements ``xs`` at ``positions`` and scan them in
+    traversal order, a new segment starting at each of ``cuts`` [BLOCK_AXIS]: the state
+    components [BLOCK_AXIS, BLOCK_INNER] and the running "a cut so far" flag. HOLES: the rows
+    not ``kept`` [BLOCK_AXIS] hold the identity instead."""
+    state = _prepare_states(xs, positions, kept, PREPARE, LOAD_DTYPE, IDENTITY, STATE_DTYPE,
+                            HOLES, BLOCK_AXIS, BLOCK_INNER)
     flags = tl.broadcast_to(cuts[:, None], [BLOCK_AXIS, BLOCK_INNER])
     return scan_along(state + (flags,), 0, SEG_SCAN, reverse=REVERSE)
 
@@ -453,9 +464,10 @@ def _segment_tile(x_ptrs, x_offs, inner_mask, offsets_ptr, out_ptrs, out_offs,
                           BLOCK_INNER)
     last = _row(running, end_row, BLOCK_INNER)
     if EXCLUSIVE:
-        own = _scan_cut(last_xs, last_position, last_read, last_read, PREPARE, SEG_SCAN,
-                        LOAD_DTYPE, IDENTITY, STATE_DTYPE, REVERSE, True, 1, BLOCK_INNER)
-        last = cast_state(MERGE(last, own[:len(STATE_DTYPE)]), STATE_DTYPE)
+        # (no scan of one row: Triton 3.6's layout pass fails on it)
+        own = _prepare_states(last_xs, last_position, last_read, PREPARE, LOAD_DTYPE, IDENTITY,
+                              STATE_DTYPE, True, 1, BLOCK_INNER)
+        last = cast_state(MERGE(last, own), STATE_DTYPE)
     return running, last, segments, heads, ends & valid, lengths, positions, valid, next_known
 
 
@@ -575,6 +587,13 @@ def _fold_tails(published_ptrs, status_ptr, chain_first_slot, first, end, epoch_
 
 
 @triton.jit
+def _unpublished(words, needed, epoch_base):
+    """How many of the ``needed`` status ``words`` are not yet published in this epoch."""
+    status = tl.load(words, mask=needed, other=0, volatile=True)
+    return tl.sum((needed & (status <= epoch_base)).to(tl.int32), axis=None)
+
+
+@triton.jit
 def _tail_window(published_ptrs, status_ptr, chain_first_slot, base, end, epoch_base,
                  SEG_SCAN: tl.constexpr, STATE_DTYPE: tl.constexpr, WINDOW: tl.constexpr,
                  BLOCK_INNER: tl.constexpr):
@@ -584,9 +603,11 @@ def _tail_window(published_ptrs, status_ptr, chain_first_slot, base, end, epoch_
     index = base + tl.arange(0, WINDOW)[:, None]          # [WINDOW, 1], chunks
     needed = index < end
     words = status_ptr + STATUS_BASE + chain_first_slot + index
-    status = tl.load(words, mask=needed, other=0, volatile=True)
-    while tl.sum((needed & (status <= epoch_base)).to(tl.int32), axis=None) > 0:
-        status = tl.load(words, mask=needed, other=0, volatile=True)
+    # (the loop carries the count, not the words: Triton 3.6's layout pass fails on a tensor
+    # carried through this loop)
+    waiting = _unpublished(words, needed, epoch_base)
+    while waiting > 0:
+        waiting = _unpublished(words, needed, epoch_base)
     tl.atomic_add(words, 0, mask=needed, sem="acquire", scope="gpu")
     tl.debug_barrier()   # every thread's reads after every acquire (see scan_chunked)
     slots = chain_first_slot + index
