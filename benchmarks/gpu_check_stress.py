@@ -653,13 +653,12 @@ def _traced_code() -> str:
     """The graph AOT tracing (what Inductor compiles) makes of the calls, traced with fake CUDA
     tensors as tests/test_torch_ops.py does: Triton kernels appear as
     ``triton_kernel_wrapper_functional`` nodes, opaque ops as ``torch.ops.tritonml.*``."""
-    from torch._functorch.aot_autograd import aot_export_module
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    with FakeTensorMode(allow_non_fake_inputs=True):
-        x = torch.empty(COMPILED_SHAPE, device="cuda")
-        offsets = torch.zeros(len(COMPILED_BOUNDS), dtype=torch.int64, device="cuda")
-        graph, _ = aot_export_module(_Calls(), (x, offsets), trace_joint=False)
-    return graph.code
+    from tritonml.core import torch_compat
+
+    def inputs():
+        return (torch.empty(COMPILED_SHAPE, device="cuda"),
+                torch.zeros(len(COMPILED_BOUNDS), dtype=torch.int64, device="cuda"))
+    return torch_compat.aot_graph_code(_Calls(), inputs)
 
 
 def _traced_code_problems(code: str) -> List[str]:

@@ -98,6 +98,16 @@ def jagged_ragged_dim(t: torch.Tensor):
     return getattr(t, "_ragged_idx", None)
 
 
+def aot_graph_code(module, make_inputs) -> str:
+    """The code of the graph AOT autograd traces from ``module`` (what Inductor compiles), on
+    the inputs ``make_inputs()`` creates under a fake-tensor mode (any device, no memory)."""
+    from torch._functorch.aot_autograd import aot_export_module
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        graph, _ = aot_export_module(module, make_inputs(), trace_joint=False)
+    return graph.code
+
+
 def missing() -> list:
     """The entries above that fell back because the installed torch lacks them."""
     return [name for name, value in (
