@@ -21,8 +21,8 @@ references of ``benchmarks/reduce_oracle.py`` and ``benchmarks/scan_oracle.py`` 
 segments of one length at once, loops over blocks for the recurrences, ``np.var``/``np.mean``
 for Welford, within the bounds of ``tritonml.bench.tolerances`` (Welford: its tests'). Outputs
 are poisoned first (an ``out=`` where the function takes one, else every allocation filled with
-NaN or the integer maximum), so an unwritten element fails, and each case runs twice to check the
-bits are deterministic. With ``gpu`` False the same cases run on CPU tensors through the
+one byte, a different one in each of a case's two runs: ``POISON_BYTES``), so an unwritten
+element fails, and the two runs are compared bit for bit. With ``gpu`` False the same cases run on CPU tensors through the
 interpreter with tiny shapes, and the grouped oracles are checked against segment_oracle's loop
 over segments.
 
@@ -39,13 +39,12 @@ import contextlib
 import functools
 import math
 import traceback
-import warnings
 
 import numpy as np
 import torch
-import torch.utils.deterministic
 
 import tritonml  # before triton: it chooses compiled or interpreted Triton
+from tritonml.core.torch_compat import TorchDispatchMode
 
 import triton
 import triton.language as tl
@@ -159,25 +158,42 @@ def _on_device(x_cpu: torch.Tensor, device, view: str) -> torch.Tensor:
     return _strided(x) if view == "strided" else x
 
 
-@contextlib.contextmanager
-def _poisoned_allocations():
-    """Every torch.empty inside fills its memory (NaN, or an integer type's maximum: torch's
-    deterministic mode), so an element a kernel leaves unwritten shows. The segmented ops,
-    linear_recurrence and reduce_with take no ``out=`` to poison as gpu_check does. Blind spots:
-    an unwritten element whose right value is the poison itself, an empty segment's AVERAGE (NaN)
-    or integer MIN (the maximum); the cases with ``initial`` write other values there."""
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    fill = torch.utils.deterministic.fill_uninitialized_memory
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    torch.utils.deterministic.fill_uninitialized_memory = True
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*deterministic")
-            yield
-    finally:
-        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
-        torch.utils.deterministic.fill_uninitialized_memory = fill
+# Bytes every fresh allocation is filled with, one pattern per run of a case: 0xFF (NaN in every
+# float type, -1 or the maximum in the integer ones) for the first, 0x5A (finite, and no
+# DirectML identity or extreme) for the second. An element a kernel leaves unwritten holds a
+# different value in each run, so the bit-for-bit comparison of the two runs catches it even
+# where one pattern happens to be the right answer (an empty segment's AVERAGE is NaN).
+POISON_BYTES = (0xFF, 0x5A)
+
+_FACTORIES = frozenset({
+    torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default,
+    torch.ops.aten.empty_like.default, torch.ops.aten.new_empty.default,
+    torch.ops.aten.new_empty_strided.default})
+
+
+class _PoisonFactories(TorchDispatchMode):
+    """Fills the storage of every tensor an uninitialized factory (torch.empty and kin) returns
+    with one byte; torch.zeros and friends write their own values over it."""
+
+    def __init__(self, byte: int):
+        super().__init__()
+        self.byte = byte
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        result = func(*args, **(kwargs or {}))
+        if (func in _FACTORIES and result.device.type != "meta"
+                and result.untyped_storage().nbytes()):
+            storage = torch.empty(0, dtype=torch.uint8, device=result.device)
+            storage.set_(result.untyped_storage()).fill_(self.byte)
+        return result
+
+
+def _poisoned_allocations(run: int):
+    """Inside, every torch.empty (in the op, its launcher and its kernels' workspaces) comes
+    back filled with ``POISON_BYTES[run]``: the segmented ops, linear_recurrence and
+    reduce_with take no ``out=`` to poison as gpu_check does, and a case's two runs use
+    different bytes (see ``POISON_BYTES``)."""
+    return _PoisonFactories(POISON_BYTES[run])
 
 
 def _run_case(label: str, check, failures: list, counts: dict, kind: str) -> None:
@@ -396,8 +412,9 @@ def _reduce_case(x_cpu, view, device, function, bounds, distribution, axis, conf
         boundaries = _boundary_kwargs(bounds, distribution, device)
         keepdims = distribution == "long"
         call = _segment_reduce_call(config, initial)
-        with _poisoned_allocations():
+        with _poisoned_allocations(0):
             out = call(x, function, boundaries, axis, keepdims)
+        with _poisoned_allocations(1):
             again = call(x, function, boundaries, axis, keepdims)
         expected = expected_segment_reduce(x_cpu, function, bounds, axis, initial)
         if not gpu:
@@ -415,8 +432,9 @@ def _scan_case(x_cpu, view, device, op, bounds, distribution, axis, config, reve
         x = _on_device(x_cpu, device, view)
         boundaries = _boundary_kwargs(bounds, distribution, device)
         call = _segment_scan_call(config)
-        with _poisoned_allocations():
+        with _poisoned_allocations(0):
             out = call(x, op, boundaries, axis, reverse, exclusive)
+        with _poisoned_allocations(1):
             again = call(x, op, boundaries, axis, reverse, exclusive)
         want, allowance = expected_segment_scan(x_cpu, op, bounds, axis, reverse, exclusive)
         if not gpu:
@@ -672,9 +690,10 @@ def _affine_case(gates_cpu, tokens_cpu, view, device, axis, variant, config, bou
             again = tritonml.associative_scan(compose_affine, xs, axis, config=config, **options)
         else:
             boundaries = _boundary_kwargs(bounds, distribution, device)
-            with _poisoned_allocations():
+            with _poisoned_allocations(0):
                 outs = tritonml.associative_scan(compose_affine, xs, axis, **boundaries,
                                                  **options)
+            with _poisoned_allocations(1):
                 again = tritonml.associative_scan(compose_affine, xs, axis, **boundaries,
                                                   **options)
         wants, allowances = expected_affine_scan(gates_cpu, tokens_cpu, axis, reverse, exclusive,
@@ -718,8 +737,9 @@ def _recurrence_case(gates_cpu, tokens_cpu, view, device, axis, reverse, with_in
         gates = _on_device(gates_cpu, device, view)
         tokens = _on_device(tokens_cpu, device, view)
         initial = None if initial_cpu is None else initial_cpu.to(device)
-        with _poisoned_allocations():
+        with _poisoned_allocations(0):
             h = tritonml.linear_recurrence(gates, tokens, axis, reverse=reverse, initial=initial)
+        with _poisoned_allocations(1):
             again = tritonml.linear_recurrence(gates, tokens, axis, reverse=reverse,
                                                initial=initial)
         want, allowance = expected_linear_recurrence(gates_cpu, tokens_cpu, axis, reverse,
@@ -732,8 +752,9 @@ def _recurrence_case(gates_cpu, tokens_cpu, view, device, axis, reverse, with_in
 def _welford_case(x_cpu, view, device, axes):
     def check():
         x = _on_device(x_cpu, device, view)
-        with _poisoned_allocations():
+        with _poisoned_allocations(0):
             var, mean = tritonml.reduce_with(reductions.welford, x, axes)
+        with _poisoned_allocations(1):
             again = tritonml.reduce_with(reductions.welford, x, axes)
         a = x_cpu.double().numpy()
         np_axes = tuple(range(a.ndim)) if axes is None else axes

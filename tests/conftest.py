@@ -11,6 +11,7 @@ import tritonml  # noqa: F401  (chooses interpreted/compiled Triton before anyth
 # ---------------------------------------------------------------------------------------------
 import os
 import sysconfig
+import pytest
 
 INSTALLED = bool(os.environ.get("TRITONML_TEST_INSTALLED"))
 if INSTALLED:
@@ -110,3 +111,10 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item.nodeid in kept]
+
+
+@pytest.fixture
+def fast(request):
+    """gradcheck's ``fast_mode`` (one random projection of the Jacobian) in the fast tier; every
+    entry of it with --full."""
+    return not request.config.getoption("--full")

@@ -368,7 +368,7 @@ def test_an_initial_that_requires_grad_goes_through_the_op():
 
 @pytest.mark.parametrize("op", ["sum", "prod"])
 @pytest.mark.parametrize("reverse,exclusive", DIRECTIONS)
-def test_gradcheck_in_x_and_initial(op, reverse, exclusive):
+def test_gradcheck_in_x_and_initial(op, reverse, exclusive, fast):
     fn = FUNCTIONS[op]
     x = _f64(2, 5, 2, seed=6)
     if op == "prod":
@@ -382,7 +382,8 @@ def test_gradcheck_in_x_and_initial(op, reverse, exclusive):
         lambda a, b: fn(a, 1, reverse=reverse, exclusive=exclusive, initial=b), (x, initial))
     if op == "sum":  # the product's gradient masks its zeros: not twice differentiable there
         assert torch.autograd.gradgradcheck(
-            lambda a, b: fn(a, 1, reverse=reverse, exclusive=exclusive, initial=b), (x, initial))
+            lambda a, b: fn(a, 1, reverse=reverse, exclusive=exclusive, initial=b), (x, initial),
+            fast_mode=fast)
 
 
 @pytest.mark.parametrize("op", ["sum", "prod"])

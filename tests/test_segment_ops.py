@@ -25,13 +25,6 @@ pytestmark = pytest.mark.filterwarnings(
 
 
 
-@pytest.fixture
-def fast(request):
-    """gradcheck's fast mode (one random projection of the Jacobian) in the fast tier; every
-    entry with --full."""
-    return not request.config.getoption("--full")
-
-
 def _offsets(*bounds, dtype=torch.int64):
     return torch.tensor(bounds, dtype=dtype)
 

@@ -19,7 +19,8 @@ if TYPE_CHECKING:   # the type torch.library.custom_op returns (for annotations 
     from torch._library.custom_ops import CustomOpDef as CustomOpDef
 
 # ---------------------------------------------------------------------------------------------
-# Torch dispatch modes (tritonml/runtime/trace.py, resident.py; tritonml/bench/memtrace.py)
+# Torch dispatch modes (tritonml/runtime/trace.py, resident.py; tritonml/bench/memtrace.py;
+# benchmarks/gpu_check_segments.py, which poisons fresh allocations)
 # ---------------------------------------------------------------------------------------------
 # A launch traced or captured by a dispatch mode (fake tensors, make_fx, functionalization) must
 # not run eagerly; a mode that only watches (bench's counter) is asked to look away while a

@@ -114,6 +114,46 @@ def cast_state(state, DTYPES: tl.constexpr):
 
 
 @triton.jit
+def _as_bits(x):
+    """``x``'s bits as the signed integer type of its width (bool as int8)."""
+    width: tl.constexpr = x.dtype.primitive_bitwidth
+    if width == 64:
+        bits = x.to(tl.int64, bitcast=True)
+    elif width == 32:
+        bits = x.to(tl.int32, bitcast=True)
+    elif width == 16:
+        bits = x.to(tl.int16, bitcast=True)
+    elif width == 8:
+        bits = x.to(tl.int8, bitcast=True)
+    else:
+        bits = x.to(tl.int8)
+    return bits
+
+
+@triton.jit
+def row_of(state, row):
+    """Row ``row`` (an int, or a [1, n] tensor: one row per column) of every [m, n] component of
+    ``state``, as [1, n] components, bit for bit: the component's bits, zero off the row, summed
+    down the columns (a sum of one value and zeros, exact in any integer type). Not
+    ``tl.gather``: Triton 3.6 (the H100 machines' version) lowers a gather along a tile's rows to
+    one shuffle per element and source register, 32,768 shuffles and minutes of ptxas for a
+    4,096-row tile, where a sum is a few shuffles on any version (and one numpy call in the
+    interpreter)."""
+    picked = ()
+    for c in tl.static_range(len(state)):
+        component = state[c]
+        rows = tl.arange(0, component.shape[0])[:, None]
+        bits = _as_bits(component)
+        summed = tl.sum(tl.where(rows == row, bits, 0), axis=0, keep_dims=True).to(bits.dtype)
+        if component.dtype.primitive_bitwidth == 1:
+            value = summed != 0
+        else:
+            value = summed.to(component.dtype, bitcast=True)
+        picked = picked + (value,)
+    return picked
+
+
+@triton.jit
 def merge_along(state, merge):
     """Fold dim 0 (a power of two) of every component with ``merge``: row i with row i + half,
     repeated, a fixed log-depth tree (the same on the interpreter and the GPU, each step one

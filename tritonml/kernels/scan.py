@@ -55,7 +55,7 @@ from ..core import backend as _backend  # noqa: F401
 import triton
 import triton.language as tl
 
-from .combine import scan_along
+from .combine import row_of, scan_along
 from .indexing import chain_position, outer_index, strided_offset
 
 # Tile states in the look-back kernel's status words. A status word is EPOCH_STATES * epoch + state,
@@ -93,7 +93,7 @@ def _chain_bases(chain, inner_len, outer_sizes, outer_strides, inner_strides,
 @triton.jit
 def _load_state(x_ptrs, x_offs, positions, x_axis_strides, mask,
                 IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr, NEGATE_X: tl.constexpr,
-                FLAGGED: tl.constexpr, EVICTION: tl.constexpr = ""):
+                FLAGGED: tl.constexpr, EVICTION: tl.constexpr):
     """The state of the elements at ``positions`` (masked lanes: the identity; FLAGGED: the flag
     component says which lanes hold an element). EVICTION: the loads' L2 eviction policy ("" the
     default; the chunked kernel keeps a chunk in L2 for its second read)."""
@@ -117,7 +117,7 @@ def _scan_tile(x_ptrs, x_offs, inner_mask, tile, axis_len, x_axis_strides,
                ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr,
                REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
                INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr,
-               EVICTION: tl.constexpr = ""):
+               EVICTION: tl.constexpr):
     """Load and scan one tile: axis positions [tile * BLOCK_AXIS, (tile + 1) * BLOCK_AXIS).
 
     Returns (partial, total, positions, mask): the in-tile inclusive or exclusive scan, a state of
@@ -156,10 +156,7 @@ def _scan_tile(x_ptrs, x_offs, inner_mask, tile, axis_len, x_axis_strides,
     values = _load_state(x_ptrs, x_offs, window, x_axis_strides, window_mask, IDENTITY, ACC_DTYPE,
                          NEGATE_X, FLAGGED, EVICTION)
     partial = scan_along(values, 0, SCAN_COMBINE, reverse=REVERSE)
-    end_rows = tl.full([1, BLOCK_INNER], end_row, tl.int32)
-    total = ()
-    for c in tl.static_range(len(partial)):
-        total = total + (tl.gather(partial[c], end_rows, 0),)
+    total = row_of(partial, end_row)
     if EXCLUSIVE:
         last = tile_start + end_row + tl.arange(0, 1)[:, None]           # [1, 1]
         if INDEX_64:
@@ -182,7 +179,7 @@ def _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides, i
         bases, inner_mask = _chain_bases(chain, inner_len, outer_sizes, init_outer_strides,
                                          init_inner_strides, INDEX_64, BLOCK_INNER)
         carry = _load_state(init_ptrs, bases, 0, init_inner_strides, inner_mask, IDENTITY,
-                            ACC_DTYPE, NEGATE_INIT, FLAGGED)
+                            ACC_DTYPE, NEGATE_INIT, FLAGGED, "")
     else:
         carry = _empty_state(init_ptrs, IDENTITY, ACC_DTYPE, FLAGGED, 1, BLOCK_INNER)
     return carry
@@ -413,7 +410,7 @@ def scan_lookback_kernel(
     partial, total, positions, mask = _scan_tile(
         x_ptrs, x_offs, inner_mask, tile, axis_len, x_axis_strides, COMBINE, SCAN_COMBINE,
         IDENTITY, ACC_DTYPE, FLAGGED, REVERSE, EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS,
-        BLOCK_INNER)
+        BLOCK_INNER, "")
 
     if step == 0:
         # The first tile in traversal order starts from the initial, so every published prefix

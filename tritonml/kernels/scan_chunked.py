@@ -14,7 +14,7 @@ from ..core import backend as _backend  # noqa: F401
 import triton
 import triton.language as tl
 
-from .combine import scan_along
+from .combine import row_of, scan_along
 from .scan import (STATE_AGGREGATE, STATE_PREFIX, STATUS_BASE, _chain_bases, _draw_ticket,
                    _empty_state, _first_carry, _load_state, _publish, _scan_tile, _scan_walk,
                    _store_carry, _tile_of)
@@ -42,11 +42,7 @@ def _fold_chunk(x_ptrs, x_offs, inner_mask, first_step, end_step, n_tiles, axis_
             mask = (positions < axis_len) & inner_mask
             acc = COMBINE(acc, _load_state(x_ptrs, x_offs, positions, x_axis_strides, mask,
                                            IDENTITY, ACC_DTYPE, NEGATE_X, FLAGGED, "evict_last"))
-        scanned = scan_along(acc, 0, SCAN_COMBINE)
-        last = tl.full([1, BLOCK_INNER], BLOCK_AXIS - 1, tl.int32)
-        aggregate = ()
-        for c in tl.static_range(len(scanned)):
-            aggregate = aggregate + (tl.gather(scanned[c], last, 0),)
+        aggregate = row_of(scan_along(acc, 0, SCAN_COMBINE), BLOCK_AXIS - 1)
     else:
         aggregate = _empty_state(x_ptrs, IDENTITY, ACC_DTYPE, FLAGGED, 1, BLOCK_INNER)
         for step in range(first_step, end_step):
@@ -92,11 +88,7 @@ def _window_fold(values_ptrs, status_ptr, chain_first_slot, chunk, epoch_base,
         state = state + (needed & (lanes < BLOCK_INNER),)
     scanned = scan_along(state, 0, SCAN_COMBINE)
     # row chunk - group_start holds everything up to chunk - 1
-    row = tl.full([1, BLOCK_INNER], 0, tl.int32) + (chunk - group_start).to(tl.int32)
-    folded = ()
-    for c in tl.static_range(len(scanned)):
-        folded = folded + (tl.gather(scanned[c], row, 0),)
-    return folded
+    return row_of(scanned, (chunk - group_start).to(tl.int32))
 
 
 # Its layout and meta-parameters mirror scan_tiled_kernel's on purpose (see scan_lookback_kernel).

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# One phase of a GPU session (benchmarks/README.md, "A GPU session"): each phase is one command
+# on the lent machine, under its 10-minute limit, writing what it measured into $OUT.
+#
+#   OUT=/some/folder bash benchmarks/gpu_session.sh PHASE
+#
+# PHASE, in the order a session runs them (nothing is timed before every check passes):
+#   env       versions, GPU and driver                          -> env.txt
+#   stress    back-to-back launches, two streams, CUDA graphs, offsets past 2**31, torch.compile
+#                                                               -> check_stress.txt
+#   dense     scans and reductions, every function, six dtypes  -> check_dense.txt
+#   segments  segmented ops and the DSL's tuple states          -> check_segments.txt
+#   bench     the benchmark suite against torch eager           -> bench/ (CSV, JSON, PNG)
+#   host      warm per-call host time                           -> host_overhead.txt
+#
+# Exit status: the phase's own (a check that fails or hangs is non-zero; a hang prints "HANG in").
+set -uo pipefail
+cd "$(dirname "$0")/.."
+: "${OUT:?set OUT to the folder the results go to}"
+ln -sfn autotune tritonml_autotune
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1
+DTYPES=${DTYPES:-float32,float16,bfloat16,int32,int64,uint8}
+PY=${PYTHON:-python3}   # the GPU machine's own Python (torch and Triton installed)
+LIMIT=${LIMIT:-560}   # seconds: under the machine's 10 minutes a command
+
+phase=${1:?name a phase: env, stress, dense, segments, bench or host}
+case "$phase" in
+  env)
+    { date -u +%Y-%m-%dT%H:%M:%SZ; git rev-parse HEAD 2>/dev/null; nvidia-smi
+      "$PY" -c 'import torch, triton, sys; print("python", sys.version.split()[0]);
+print("torch", torch.__version__, "cuda", torch.version.cuda); print("triton", triton.__version__);
+print(torch.cuda.get_device_name(), torch.cuda.get_device_properties(0))'
+      "$PY" -m tritonml_cli info; } > "$OUT/env.txt" 2>&1 ;;
+  stress)
+    timeout "$LIMIT" "$PY" -m benchmarks.gpu_check --ops stress --dtypes float32,int32 \
+      > "$OUT/check_stress.txt" 2>&1 ;;
+  dense)
+    timeout "$LIMIT" "$PY" -m benchmarks.gpu_check --ops scan,reduce --dtypes "$DTYPES" \
+      > "$OUT/check_dense.txt" 2>&1 ;;
+  segments)
+    timeout "$LIMIT" "$PY" -m benchmarks.gpu_check --ops segment,dsl --dtypes "$DTYPES" \
+      > "$OUT/check_segments.txt" 2>&1 ;;
+  bench)
+    timeout "$LIMIT" "$PY" -m tritonml_cli bench --no-compile --output "$OUT/bench" \
+      ${CASES:+--cases "$CASES"} > "$OUT/bench.txt" 2>&1 ;;
+  host)
+    timeout "$LIMIT" "$PY" -m benchmarks.host_overhead > "$OUT/host_overhead.txt" 2>&1 ;;
+  *)
+    echo "gpu_session.sh: unknown phase '$phase' (env, stress, dense, segments, bench, host)" >&2
+    exit 2 ;;
+esac
+status=$?
+[ "$status" -eq 124 ] && echo "gpu_session.sh: phase $phase ran past ${LIMIT}s" >&2
+tail -n 5 "$OUT"/*.txt 2>/dev/null | tail -n 40
+exit "$status"
