@@ -80,15 +80,21 @@ def _strided(x: torch.Tensor) -> torch.Tensor:
 
 
 def _scan_input(shape, dtype, op, seed):
-    g = torch.Generator().manual_seed(seed)
+    """Floats: normal values, or factors near 1 for products, so a running product of millions
+    stays normal (in the subnormal range every association order rounds differently, far beyond
+    any ulp bound). Integers: full range, and odd for products: a product of full-range integers
+    is 0 modulo 2**bits after a few dozen even factors, so most of a long scan would check
+    nothing; one of odd factors never is, and wraps at every step."""
     if dtype in FLOAT_DTYPES:
-        if op == "product":
-            # Factors near 1, so a million-long running product stays normal: in the subnormal
-            # range every association order rounds differently, far beyond any ulp bound.
-            v = 1 + 1e-3 * torch.randn(shape, generator=g, dtype=torch.float64)
-            return v.to(dtype)
-        return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
-    return reduce_oracle.make_input(shape, dtype, "SUM", seed)
+        g = torch.Generator().manual_seed(seed)
+        v = torch.randn(shape, generator=g, dtype=torch.float64)
+        return (1 + 1e-3 * v if op == "product" else v).to(dtype)
+    x = reduce_oracle.make_input(shape, dtype, "SUM", seed)
+    if op != "product":
+        return x
+    signed = {torch.uint8: torch.int8, torch.uint16: torch.int16, torch.uint32: torch.int32,
+              torch.uint64: torch.int64}.get(dtype, dtype)   # torch's bitwise ops: signed only
+    return (x.view(signed) | 1).view(dtype)
 
 
 def check_scans(dtype, device, shapes, failures, counts):

@@ -59,7 +59,7 @@ from tritonml.launchers.scan_records import PRODUCT, SUM
 from tritonml.reduce_functions import record_of
 
 from . import reduce_oracle, scan_oracle, segment_oracle
-from .gpu_check import _poison, _strided
+from .gpu_check import _poison, _scan_input, _strided
 
 # (name, shape, axis, view[, config]): the segmented axis of a 1-D x (a [1024, 1] tile on a GPU,
 # the 1-D reductions' 4 warps), the contiguous axis of many rows, a strided axis (axis 0), a view
@@ -444,22 +444,6 @@ def _scan_case(x_cpu, view, device, op, bounds, distribution, axis, config, reve
             raise AssertionError(message)
         _same_bits(out, again)
     return check
-
-
-def _scan_input(shape, dtype, op, seed):
-    """As gpu_check's, but odd integers for products: a product of millions of full-range
-    integers is 0 modulo 2**bits after a few dozen even factors, one of odd ones never is.
-    Floats: factors near 1 for products, so a segment of millions stays normal."""
-    if dtype in FLOAT_DTYPES:
-        g = torch.Generator().manual_seed(seed)
-        v = torch.randn(shape, generator=g, dtype=torch.float64)
-        return (1 + 1e-3 * v if op == "product" else v).to(dtype)
-    x = reduce_oracle.make_input(shape, dtype, "SUM", seed)
-    if op != "product":
-        return x
-    signed = {torch.uint8: torch.int8, torch.uint16: torch.int16, torch.uint32: torch.int32,
-              torch.uint64: torch.int64}.get(dtype, dtype)   # torch's bitwise ops: signed only
-    return (x.view(signed) | 1).view(dtype)
 
 
 def _distributions(index: int, dtype) -> tuple:

@@ -12,6 +12,12 @@
 #   segments  segmented ops and the DSL's tuple states          -> check_segments.txt
 #   bench     the benchmark suite against torch eager           -> bench/ (CSV, JSON, PNG)
 #   host      warm per-call host time                           -> host_overhead.txt
+# and two that save device minutes:
+#   checks    stress, dense and segments at once, one process per check and dtype (their first
+#             launches compile for minutes on one core each; the machine has 16)
+#                                                               -> check_*.txt, checks.txt
+#   all       env, checks, then host and bench in the time left, timing only if every check
+#             passed (TIME_ANYWAY=1 times regardless)           -> all of the above
 #
 # Exit status: the phase's own (a check that fails or hangs is non-zero; a hang prints "HANG in").
 set -uo pipefail
@@ -24,7 +30,36 @@ DTYPES=${DTYPES:-float32,float16,bfloat16,int32,int64,uint8}
 PY=${PYTHON:-python3}   # the GPU machine's own Python (torch and Triton installed)
 LIMIT=${LIMIT:-560}   # seconds: under the machine's 10 minutes a command
 
-phase=${1:?name a phase: env, stress, dense, segments, bench or host}
+phase=${1:?name a phase: env, stress, dense, segments, bench, host, checks or all}
+START=$SECONDS
+
+# checks: every check in its own process, all at once, under one deadline; a summary line per
+# process in checks.txt (its exit status and last line). Returns 0 only if all passed.
+run_checks() {
+  local limit=$1 names=() pids=() d i status=0 code
+  timeout "$limit" "$PY" -m benchmarks.gpu_check --ops stress --dtypes float32,int32 \
+    > "$OUT/check_stress.txt" 2>&1 &
+  names+=(stress); pids+=($!)
+  for d in ${DTYPES//,/ }; do
+    timeout "$limit" "$PY" -m benchmarks.gpu_check --ops scan,reduce --dtypes "$d" \
+      > "$OUT/check_dense_$d.txt" 2>&1 &
+    names+=("dense_$d"); pids+=($!)
+    timeout "$limit" "$PY" -m benchmarks.gpu_check --ops segment,dsl --dtypes "$d" \
+      > "$OUT/check_segments_$d.txt" 2>&1 &
+    names+=("segments_$d"); pids+=($!)
+  done
+  : > "$OUT/checks.txt"
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}"; code=$?
+    [ "$code" -eq 0 ] || status=1
+    printf '%-20s exit %3d  %s\n' "${names[$i]}" "$code" \
+      "$(tail -n 1 "$OUT/check_${names[$i]}.txt" 2>/dev/null)" >> "$OUT/checks.txt"
+  done
+  return "$status"
+}
+
+left() { echo $(( LIMIT - (SECONDS - START) )); }
+
 case "$phase" in
   env)
     { date -u +%Y-%m-%dT%H:%M:%SZ; git rev-parse HEAD 2>/dev/null; nvidia-smi
@@ -46,8 +81,25 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_properties(0))'
       ${CASES:+--cases "$CASES"} > "$OUT/bench.txt" 2>&1 ;;
   host)
     timeout "$LIMIT" "$PY" -m benchmarks.host_overhead > "$OUT/host_overhead.txt" 2>&1 ;;
+  checks)
+    run_checks "$LIMIT" ;;
+  all)
+    # The checks get at most CHECKS_LIMIT seconds; host and bench share what is left.
+    bash "$PWD/benchmarks/gpu_session.sh" env
+    run_checks "${CHECKS_LIMIT:-330}"
+    status=$?
+    if [ "$status" -eq 0 ] || [ -n "${TIME_ANYWAY:-}" ]; then
+      timeout 60 "$PY" -m benchmarks.host_overhead > "$OUT/host_overhead.txt" 2>&1
+      [ "$(left)" -gt 30 ] && timeout "$(left)" "$PY" -m tritonml_cli bench --no-compile \
+        --output "$OUT/bench" ${CASES:+--cases "$CASES"} > "$OUT/bench.txt" 2>&1
+    else
+      echo "gpu_session.sh: a check failed: nothing timed (checks.txt)" >&2
+    fi
+    cat "$OUT/checks.txt"
+    exit "$status" ;;
   *)
-    echo "gpu_session.sh: unknown phase '$phase' (env, stress, dense, segments, bench, host)" >&2
+    echo "gpu_session.sh: unknown phase '$phase' (env, stress, dense, segments, bench, host," \
+      "checks, all)" >&2
     exit 2 ;;
 esac
 status=$?

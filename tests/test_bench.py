@@ -117,6 +117,11 @@ def test_the_gpu_timing_path_runs_as_a_cpu_dry_run(tmp_path):
     # the middle axis is not the last: faster-than-eager is judged (meaninglessly, on the CPU)
     assert row["target_faster_than_eager"] in ("pass", "miss")
     assert (directory / "bench_gbps.png").stat().st_size > 0
+    # each timed row was also written as it was timed (what a run cut short keeps)
+    (progress,) = [json.loads(line) for line in
+                   (directory / run.PROGRESS_FILE).read_text().splitlines()]
+    assert progress["entry"] == "scan-middle-axis" and progress["tritonml_ms"] == pytest.approx(
+        float(row["tritonml_ms"]), rel=1e-6)
 
 
 def test_counting_in_a_child_process_matches_counting_here(tmp_path):

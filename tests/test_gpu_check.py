@@ -58,3 +58,53 @@ def test_the_gpu_session_script_runs_a_phase_and_refuses_an_unknown_one(tmp_path
                              text=True, timeout=60)
     assert refused.returncode == 2 and "unknown phase 'sort'" in refused.stderr
     assert done.returncode == 0, done.stderr
+
+
+def _fake_python(tmp_path, failing: str):
+    """A stand-in for the GPU machine's Python: logs each call's arguments, prints a closing line
+    as gpu_check does, and fails the calls whose arguments contain ``failing``."""
+    import stat
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "python"
+    fake.write_text("#!/usr/bin/env bash\n"
+                    f"echo \"$*\" >> {log}\n"
+                    "echo \"gpu_check on Fake: 1 cases, 0 failed\"\n"
+                    f"case \"$*\" in *{failing}*) exit 1 ;; esac\n"
+                    "exit 0\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    return fake, log
+
+
+@pytest.mark.parametrize("failing", ["segment", "NO-SUCH-CALL"])
+def test_the_whole_session_runs_every_check_at_once_and_times_only_if_all_pass(tmp_path, failing):
+    import pathlib
+    import subprocess
+    script = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_session.sh"
+    out = tmp_path / "out"
+    out.mkdir()
+    fake, log = _fake_python(tmp_path, failing)
+    env = {"PATH": "/usr/bin:/bin", "OUT": str(out), "PYTHON": str(fake),
+           "DTYPES": "float32,int8"}
+    done = subprocess.run(["bash", str(script), "all"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    calls = log.read_text().splitlines()
+    checks = [c for c in calls if c.startswith("-m benchmarks.gpu_check")]
+    assert sorted(checks) == sorted([
+        "-m benchmarks.gpu_check --ops stress --dtypes float32,int32",
+        "-m benchmarks.gpu_check --ops scan,reduce --dtypes float32",
+        "-m benchmarks.gpu_check --ops segment,dsl --dtypes float32",
+        "-m benchmarks.gpu_check --ops scan,reduce --dtypes int8",
+        "-m benchmarks.gpu_check --ops segment,dsl --dtypes int8"])
+    summary = (out / "checks.txt").read_text().splitlines()
+    assert len(summary) == 5, summary
+    timed = [c for c in calls if "host_overhead" in c or "bench" in c.split()[2:3]]
+    if failing == "segment":
+        assert done.returncode == 1, done.stderr
+        assert sum(" exit   1 " in line for line in summary) == 2, summary
+        assert "nothing timed" in done.stderr
+        assert timed == [] and not (out / "host_overhead.txt").exists()
+    else:
+        assert done.returncode == 0, done.stderr
+        assert all(" exit   0 " in line for line in summary), summary
+        assert "-m benchmarks.host_overhead" in calls
+        assert f"-m tritonml_cli bench --no-compile --output {out}/bench" in calls

@@ -1,7 +1,9 @@
 """``tritonml.kernels.combine.row_of``, which the scan kernels use to take a tile's total (its
 scan's last row) and a look-back window's fold: one row of each component of a state, bit for
 bit, in every dtype (NaN payloads, -0.0 and infinities included), for a row given as an int or
-one row per column. Oracle: numpy indexing of the same bits."""
+one row per column, both ways it can take it (a gather, or a sum of the row's bits: which one
+depends on the Triton version, tritonml/core/triton_compat.py FAST_ROW_GATHER). Oracle: numpy
+indexing of the same bits."""
 import numpy as np
 import pytest
 import torch
@@ -9,7 +11,9 @@ import torch
 import triton
 import triton.language as tl
 
+from tritonml.core import triton_compat
 from tritonml.core.dtypes import SUPPORTED_DTYPES
+from tritonml.kernels import combine
 from tritonml.kernels.combine import row_of
 
 ROWS, COLUMNS = 16, 4
@@ -50,8 +54,11 @@ def _input(dtype):
     return x
 
 
+@pytest.mark.parametrize("gather", [True, False], ids=["gather", "bit sum"])
 @pytest.mark.parametrize("dtype", SUPPORTED_DTYPES, ids=str)
-def test_row_of_takes_one_row_bit_for_bit(dtype):
+def test_row_of_takes_one_row_bit_for_bit(dtype, gather, monkeypatch):
+    # the interpreter reads the global at each call: both forms run whatever Triton is installed
+    monkeypatch.setattr(combine, "_GATHER_ROW", tl.constexpr(gather))
     x = _input(dtype)
     columns_rows = torch.tensor([2, 0, ROWS - 1, 7], dtype=torch.int32)
     for row in (0, 2, ROWS - 1):
@@ -64,3 +71,10 @@ def test_row_of_takes_one_row_bit_for_bit(dtype):
         assert np.array_equal(flags.numpy(), positive.astype(np.int8))
         want = _bits(x)[columns_rows.numpy(), np.arange(COLUMNS)]
         assert np.array_equal(_bits(by_column), want)
+
+
+@pytest.mark.parametrize("version,fast", [("3.6.0", False), ("3.7.1", False), ("3.8.0", True),
+                                          ("3.9.0+git3f2a1b", True), ("4.0.0", True),
+                                          ("3.10.0", True)])
+def test_the_gather_is_taken_from_triton_3_8_on(version, fast):
+    assert (triton_compat._release(version) >= (3, 8)) is fast

@@ -30,6 +30,9 @@ from tritonml_cli import UsageError, names as _names
 
 from . import cases as _cases
 
+# Written into --output while timing: one JSON line per row as it is timed (``time_rows``).
+PROGRESS_FILE = "bench_rows.jsonl"
+
 
 
 def work_items(args) -> list:
@@ -126,15 +129,18 @@ def count_in_child(args) -> list:
             return json.load(f)["rows"]
 
 
-def time_rows(rows, items, args, on_gpu: bool) -> None:
+def time_rows(rows, items, args, on_gpu: bool, progress_path: str | None = None) -> None:
     """Add timings to the counted rows: at the full shape on a GPU, at the counted shape in a
-    CPU dry run."""
+    CPU dry run. With ``progress_path``, each row is appended there as one JSON line as soon as
+    it is timed, so a run cut short (a GPU session's time limit) keeps what it timed."""
     from tqdm import tqdm
 
     from . import measure, timing
 
     device = "cuda" if on_gpu else "cpu"
     pairs = list(zip(rows, items))
+    if progress_path is not None:
+        open(progress_path, "w").close()
     # No bar when nothing is timed (a CPU run without --dry-run-timing: verdicts only).
     for row, (entry, op, dtype) in tqdm(pairs, desc="tritonml bench timing", unit="case",
                                         file=sys.stderr, disable=not pairs):
@@ -146,6 +152,10 @@ def time_rows(rows, items, args, on_gpu: bool) -> None:
         row["ideal_bytes_timed"] = prepared.ideal_bytes
         row.update(timing.time_prepared(prepared, dry_run=not on_gpu))
         del prepared
+        if progress_path is not None:
+            with open(progress_path, "a") as f:
+                f.write(json.dumps({k: v for k, v in row.items() if not k.startswith("_")},
+                                   default=str) + "\n")
     for row in rows:
         row.setdefault("ideal_bytes_timed", row.get("ideal_bytes") or 0)
         if row["status"] == "ok":
@@ -187,7 +197,8 @@ def cmd_bench(args, argv=()) -> int:
     else:
         rows = count_in_child(args)
     if not args.count_only and (on_gpu or args.dry_run_timing):
-        time_rows(rows, items, args, on_gpu)
+        os.makedirs(args.output, exist_ok=True)
+        time_rows(rows, items, args, on_gpu, os.path.join(args.output, PROGRESS_FILE))
     else:
         time_rows(rows, [], args, False)  # verdicts only
     os.makedirs(args.output, exist_ok=True)

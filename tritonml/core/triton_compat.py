@@ -28,6 +28,7 @@ import inspect
 # first: chooses compiled or interpreted Triton before triton is imported
 from . import backend as _backend
 
+import triton
 import triton.language as tl
 from triton import knobs
 from triton.runtime import driver
@@ -80,6 +81,31 @@ def _missing_message(missing: list) -> str:
 # ``triton/language/standard.py``; the identity tests are in ``triton/runtime/interpreter.py``).
 sum_combine = _private("triton.language.standard._sum_combine")
 prod_combine = _private("triton.language.standard._prod_combine")
+
+
+# ---------------------------------------------------------------------------------------------
+# Constructs Triton 3.6 compiles badly or not at all (the H100 machines lent for benchmarks carry
+# 3.6; tritonml asks for 3.8 or later): kernels/combine.py ``row_of``, kernels/scan.py
+# ``_wait_published``
+# ---------------------------------------------------------------------------------------------
+def _release(version: str) -> tuple:
+    """(major, minor) of a Triton version string ("3.6.0", "3.9.0+git1234")."""
+    major, minor = version.split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
+
+
+# ``tl.gather`` of one row of a tile compiles to a few shuffles from Triton 3.8 on. Triton 3.6
+# (what the H100 machines lent for benchmarks carry) lowers it to one warp shuffle per element and
+# source register: 32,768 in a 4,096-row tile, and minutes of ptxas. There ``row_of`` sums the
+# row's bits instead, which costs a few more registers or loads in flight elsewhere (measured on
+# 3.9: tritonml/kernels/combine.py), so it is not the choice where the gather is cheap.
+FAST_ROW_GATHER = _release(triton.__version__) >= (3, 8)
+
+# A look-back's wait loop that carries the status words it polls compiles from Triton 3.8 on, with
+# a thread's loads of several words all in flight in each poll. Triton 3.6's layout pass
+# (``TritonGPURemoveLayoutConversions``) fails on it (the chunked scan's float16 rows), so there
+# the loop carries a count of unpublished words instead (``kernels.scan._wait_published``).
+LOOP_CARRIES_STATUS = _release(triton.__version__) >= (3, 8)
 
 
 # ---------------------------------------------------------------------------------------------

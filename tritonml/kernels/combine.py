@@ -130,25 +130,34 @@ def _as_bits(x):
     return bits
 
 
+# Which way ``row_of`` takes a row (tritonml/core/triton_compat.py, FAST_ROW_GATHER).
+_GATHER_ROW = tl.constexpr(_triton_compat.FAST_ROW_GATHER)
+
+
 @triton.jit
 def row_of(state, row):
     """Row ``row`` (an int, or a [1, n] tensor: one row per column) of every [m, n] component of
-    ``state``, as [1, n] components, bit for bit: the component's bits, zero off the row, summed
-    down the columns (a sum of one value and zeros, exact in any integer type). Not
-    ``tl.gather``: Triton 3.6 (the H100 machines' version) lowers a gather along a tile's rows to
-    one shuffle per element and source register, 32,768 shuffles and minutes of ptxas for a
-    4,096-row tile, where a sum is a few shuffles on any version (and one numpy call in the
-    interpreter)."""
+    ``state``, as [1, n] components, bit for bit. With a Triton whose ``tl.gather`` along rows is
+    cheap (3.8 and later), a gather; with an older one (3.6, the H100 machines' version), the
+    component's bits, zero off the row, summed down the columns (a sum of one value and zeros,
+    exact in any integer type): a few shuffles where 3.6's gather of a 4,096-row tile is 32,768
+    and minutes of ptxas. On 3.9 the sum would cost the chunked column scans a spilled register
+    inside their loops and the look-back rows a load in flight (compiled for sm_80/sm_90), so
+    each version keeps the form it compiles best."""
     picked = ()
     for c in tl.static_range(len(state)):
         component = state[c]
-        rows = tl.arange(0, component.shape[0])[:, None]
-        bits = _as_bits(component)
-        summed = tl.sum(tl.where(rows == row, bits, 0), axis=0, keep_dims=True).to(bits.dtype)
-        if component.dtype.primitive_bitwidth == 1:
-            value = summed != 0
+        rows = tl.full([1, component.shape[1]], 0, tl.int32) + row
+        if _GATHER_ROW:
+            value = tl.gather(component, rows, 0)
         else:
-            value = summed.to(component.dtype, bitcast=True)
+            on_row = tl.arange(0, component.shape[0])[:, None] == rows
+            bits = _as_bits(component)
+            summed = tl.sum(tl.where(on_row, bits, 0), axis=0, keep_dims=True).to(bits.dtype)
+            if component.dtype.primitive_bitwidth == 1:
+                value = summed != 0
+            else:
+                value = summed.to(component.dtype, bitcast=True)
         picked = picked + (value,)
     return picked
 

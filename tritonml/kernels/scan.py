@@ -50,7 +50,7 @@ the predecessors' aggregates forward from the nearest published prefix, which gi
 whichever prefix it found. Both kernels therefore give bit-identical results for the same
 BLOCK_AXIS, run to run.
 """
-from ..core import backend as _backend  # noqa: F401
+from ..core import backend as _backend, triton_compat as _triton_compat  # noqa: F401
 
 import triton
 import triton.language as tl
@@ -336,6 +336,33 @@ def _publish(values_ptrs, status_ptr, slot, values, status, BLOCK_INNER: tl.cons
     # Every thread's store must be ordered before the one thread that performs the release.
     tl.debug_barrier()
     tl.atomic_xchg(status_ptr + STATUS_BASE + slot, status, sem="release", scope="gpu")
+
+
+@triton.jit
+def _unpublished(words, needed, epoch_base):
+    """How many of the ``needed`` status ``words`` are not yet published in this epoch."""
+    status = tl.load(words, mask=needed, other=0, volatile=True)
+    return tl.sum((needed & (status <= epoch_base)).to(tl.int32), axis=None)
+
+
+# Which form of wait loop compiles (tritonml/core/triton_compat.py, LOOP_CARRIES_STATUS).
+_CARRY_STATUS = tl.constexpr(_triton_compat.LOOP_CARRIES_STATUS)
+
+
+@triton.jit
+def _wait_published(words, needed, epoch_base):
+    """Poll the ``needed`` status ``words`` until every one is published in this epoch. From
+    Triton 3.8 on the loop carries the words, and a thread's loads of its words are all in flight
+    in each poll; Triton 3.6 compiles only a loop that carries the count (``_unpublished``), whose
+    loads ptxas issues one after another."""
+    if _CARRY_STATUS:
+        status = tl.load(words, mask=needed, other=0, volatile=True)
+        while tl.sum((needed & (status <= epoch_base)).to(tl.int32), axis=None) > 0:
+            status = tl.load(words, mask=needed, other=0, volatile=True)
+    else:
+        waiting = _unpublished(words, needed, epoch_base)
+        while waiting > 0:
+            waiting = _unpublished(words, needed, epoch_base)
 
 
 @triton.jit

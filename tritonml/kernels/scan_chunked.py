@@ -17,7 +17,7 @@ import triton.language as tl
 from .combine import row_of, scan_along
 from .scan import (STATE_AGGREGATE, STATE_PREFIX, STATUS_BASE, _chain_bases, _draw_ticket,
                    _empty_state, _first_carry, _load_state, _publish, _scan_tile, _scan_walk,
-                   _store_carry, _tile_of)
+                   _store_carry, _tile_of, _wait_published)
 
 
 @triton.jit
@@ -69,9 +69,7 @@ def _window_fold(values_ptrs, status_ptr, chain_first_slot, chunk, epoch_base,
     index = group_start - 1 + tl.arange(0, WINDOW)[:, None]          # [WINDOW, 1], chunks
     needed = (index >= 0) & (index < chunk)
     words = status_ptr + STATUS_BASE + chain_first_slot + index
-    status = tl.load(words, mask=needed, other=0, volatile=True)
-    while tl.sum((needed & (status <= epoch_base)).to(tl.int32), axis=None) > 0:
-        status = tl.load(words, mask=needed, other=0, volatile=True)
+    _wait_published(words, needed, epoch_base)
     tl.atomic_add(words, 0, mask=needed, sem="acquire", scope="gpu")
     # The thread that acquired a word is not the one that reads its values: the barrier orders
     # every thread's reads after every acquire.

@@ -43,7 +43,8 @@ import triton
 import triton.language as tl
 
 from .combine import cast_state, reduce_along, scan_along
-from .scan import STATE_AGGREGATE, STATUS_BASE, _chain_bases, _draw_ticket, _publish, _tile_of
+from .scan import (STATE_AGGREGATE, STATUS_BASE, _chain_bases, _draw_ticket, _publish, _tile_of,
+                   _unpublished)
 
 # Boundaries a tile reads beyond the count of the tile before (a walk's first tile reads this
 # many): one round trip where lengths vary little, a few re-read bytes where they vary.
@@ -587,13 +588,6 @@ def _fold_tails(published_ptrs, status_ptr, chain_first_slot, first, end, epoch_
 
 
 @triton.jit
-def _unpublished(words, needed, epoch_base):
-    """How many of the ``needed`` status ``words`` are not yet published in this epoch."""
-    status = tl.load(words, mask=needed, other=0, volatile=True)
-    return tl.sum((needed & (status <= epoch_base)).to(tl.int32), axis=None)
-
-
-@triton.jit
 def _tail_window(published_ptrs, status_ptr, chain_first_slot, base, end, epoch_base,
                  SEG_SCAN: tl.constexpr, STATE_DTYPE: tl.constexpr, WINDOW: tl.constexpr,
                  BLOCK_INNER: tl.constexpr):
@@ -603,8 +597,6 @@ def _tail_window(published_ptrs, status_ptr, chain_first_slot, base, end, epoch_
     index = base + tl.arange(0, WINDOW)[:, None]          # [WINDOW, 1], chunks
     needed = index < end
     words = status_ptr + STATUS_BASE + chain_first_slot + index
-    # (the loop carries the count, not the words: Triton 3.6's layout pass fails on a tensor
-    # carried through this loop)
     waiting = _unpublished(words, needed, epoch_base)
     while waiting > 0:
         waiting = _unpublished(words, needed, epoch_base)
