@@ -23,8 +23,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?set OUT to the folder the results go to}"
-ln -sfn autotune tritonml_autotune
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# The tuner's import name, as an installed tritonml has it (pyproject maps it to autotune/), from a
+# link in a folder of its own: nothing is written into the checkout.
+links=$(mktemp -d)
+trap 'rm -rf "$links"' EXIT
+ln -s "$PWD/autotune" "$links/tritonml_autotune"
+export PYTHONPATH="$PWD:$links${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1
 DTYPES=${DTYPES:-float32,float16,bfloat16,int32,int64,uint8}
 PY=${PYTHON:-python3}   # the GPU machine's own Python (torch and Triton installed)

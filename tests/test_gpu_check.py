@@ -58,6 +58,7 @@ def test_the_gpu_session_script_runs_a_phase_and_refuses_an_unknown_one(tmp_path
                              text=True, timeout=60)
     assert refused.returncode == 2 and "unknown phase 'sort'" in refused.stderr
     assert done.returncode == 0, done.stderr
+    assert not (script.parents[1] / "tritonml_autotune").exists()  # nothing left in the checkout
 
 
 def _fake_python(tmp_path, failing: str):
