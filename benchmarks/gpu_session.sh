@@ -37,19 +37,21 @@ LIMIT=${LIMIT:-560}   # seconds: under the machine's 10 minutes a command
 phase=${1:?name a phase: env, stress, dense, segments, bench, host, checks or all}
 START=$SECONDS
 
+# check LIMIT OPS DTYPES NAME: one gpu_check run, bounded, into check_NAME.txt.
+check() {
+  timeout "$1" "$PY" -m benchmarks.gpu_check --ops "$2" --dtypes "$3" > "$OUT/check_$4.txt" 2>&1
+}
+
 # checks: every check in its own process, all at once, under one deadline; a summary line per
 # process in checks.txt (its exit status and last line). Returns 0 only if all passed.
 run_checks() {
   local limit=$1 names=() pids=() d i status=0 code
-  timeout "$limit" "$PY" -m benchmarks.gpu_check --ops stress --dtypes float32,int32 \
-    > "$OUT/check_stress.txt" 2>&1 &
+  check "$limit" stress float32,int32 stress &
   names+=(stress); pids+=($!)
   for d in ${DTYPES//,/ }; do
-    timeout "$limit" "$PY" -m benchmarks.gpu_check --ops scan,reduce --dtypes "$d" \
-      > "$OUT/check_dense_$d.txt" 2>&1 &
+    check "$limit" scan,reduce "$d" "dense_$d" &
     names+=("dense_$d"); pids+=($!)
-    timeout "$limit" "$PY" -m benchmarks.gpu_check --ops segment,dsl --dtypes "$d" \
-      > "$OUT/check_segments_$d.txt" 2>&1 &
+    check "$limit" segment,dsl "$d" "segments_$d" &
     names+=("segments_$d"); pids+=($!)
   done
   : > "$OUT/checks.txt"
@@ -72,14 +74,11 @@ print("torch", torch.__version__, "cuda", torch.version.cuda); print("triton", t
 print(torch.cuda.get_device_name(), torch.cuda.get_device_properties(0))'
       "$PY" -m tritonml_cli info; } > "$OUT/env.txt" 2>&1 ;;
   stress)
-    timeout "$LIMIT" "$PY" -m benchmarks.gpu_check --ops stress --dtypes float32,int32 \
-      > "$OUT/check_stress.txt" 2>&1 ;;
+    check "$LIMIT" stress float32,int32 stress ;;
   dense)
-    timeout "$LIMIT" "$PY" -m benchmarks.gpu_check --ops scan,reduce --dtypes "$DTYPES" \
-      > "$OUT/check_dense.txt" 2>&1 ;;
+    check "$LIMIT" scan,reduce "$DTYPES" dense ;;
   segments)
-    timeout "$LIMIT" "$PY" -m benchmarks.gpu_check --ops segment,dsl --dtypes "$DTYPES" \
-      > "$OUT/check_segments.txt" 2>&1 ;;
+    check "$LIMIT" segment,dsl "$DTYPES" segments ;;
   bench)
     timeout "$LIMIT" "$PY" -m tritonml_cli bench --no-compile --output "$OUT/bench" \
       ${CASES:+--cases "$CASES"} > "$OUT/bench.txt" 2>&1 ;;

@@ -1,10 +1,16 @@
 """benchmarks/gpu_check.py's sweep, dry-run on CPU tensors through the interpreter: the checks a GPU
 session runs (the segmented ops, the DSL's tuple states, the stress checks) pass here at tiny
 shapes, and a wrong ``--ops`` is refused. (What it checks on a GPU is only checked there.)"""
+import pathlib
+import subprocess
+import sys
+
 import pytest
 import torch
 
 from benchmarks import gpu_check
+
+SESSION_SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_session.sh"
 
 
 def test_the_segment_dsl_and_stress_checks_pass_their_dry_run(capsys):
@@ -44,10 +50,7 @@ def test_each_run_of_a_case_poisons_its_allocations_with_its_own_byte():
 
 
 def test_the_gpu_session_script_runs_a_phase_and_refuses_an_unknown_one(tmp_path):
-    import pathlib
-    import subprocess
-    import sys
-    script = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_session.sh"
+    script = SESSION_SCRIPT
     env = {"PATH": "/usr/bin:/bin", "OUT": str(tmp_path), "PYTHON": sys.executable}
     done = subprocess.run(["bash", str(script), "env"], env=env, capture_output=True, text=True,
                           timeout=300)
@@ -78,9 +81,7 @@ def _fake_python(tmp_path, failing: str):
 
 @pytest.mark.parametrize("failing", ["segment", "NO-SUCH-CALL"])
 def test_the_whole_session_runs_every_check_at_once_and_times_only_if_all_pass(tmp_path, failing):
-    import pathlib
-    import subprocess
-    script = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_session.sh"
+    script = SESSION_SCRIPT
     out = tmp_path / "out"
     out.mkdir()
     fake, log = _fake_python(tmp_path, failing)

@@ -94,18 +94,20 @@ def _release(version: str) -> tuple:
     return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
 
 
+_RELEASE = _release(triton.__version__)
+
 # ``tl.gather`` of one row of a tile compiles to a few shuffles from Triton 3.8 on. Triton 3.6
 # (what the H100 machines lent for benchmarks carry) lowers it to one warp shuffle per element and
 # source register: 32,768 in a 4,096-row tile, and minutes of ptxas. There ``row_of`` sums the
 # row's bits instead, which costs a few more registers or loads in flight elsewhere (measured on
 # 3.9: tritonml/kernels/combine.py), so it is not the choice where the gather is cheap.
-FAST_ROW_GATHER = _release(triton.__version__) >= (3, 8)
+FAST_ROW_GATHER = _RELEASE >= (3, 8)
 
 # A look-back's wait loop that carries the status words it polls compiles from Triton 3.8 on, with
 # a thread's loads of several words all in flight in each poll. Triton 3.6's layout pass
 # (``TritonGPURemoveLayoutConversions``) fails on it (the chunked scan's float16 rows), so there
-# the loop carries a count of unpublished words instead (``kernels.scan._wait_published``).
-LOOP_CARRIES_STATUS = _release(triton.__version__) >= (3, 8)
+# the loop carries a count of unpublished words instead (``kernels.scan._wait_counting``).
+LOOP_CARRIES_STATUS = _RELEASE >= (3, 8)
 
 
 # ---------------------------------------------------------------------------------------------

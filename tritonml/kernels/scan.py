@@ -339,10 +339,26 @@ def _publish(values_ptrs, status_ptr, slot, values, status, BLOCK_INNER: tl.cons
 
 
 @triton.jit
-def _unpublished(words, needed, epoch_base):
-    """How many of the ``needed`` status ``words`` are not yet published in this epoch."""
-    status = tl.load(words, mask=needed, other=0, volatile=True)
+def _poll(words, needed):
+    """The ``needed`` status ``words`` as they are now (volatile: read again at every poll)."""
+    return tl.load(words, mask=needed, other=0, volatile=True)
+
+
+@triton.jit
+def _unpublished(status, needed, epoch_base):
+    """How many of the ``needed`` ``status`` words are not yet published in this epoch."""
     return tl.sum((needed & (status <= epoch_base)).to(tl.int32), axis=None)
+
+
+@triton.jit
+def _wait_counting(words, needed, epoch_base):
+    """Poll until every ``needed`` status word is published in this epoch, the loop carrying
+    the count of unpublished words. Triton 3.6's layout pass (``TritonGPURemoveLayoutConversions``)
+    compiles this form where it fails on a loop that carries the words; ptxas issues a thread's
+    loads of several words one after another in it."""
+    waiting = _unpublished(_poll(words, needed), needed, epoch_base)
+    while waiting > 0:
+        waiting = _unpublished(_poll(words, needed), needed, epoch_base)
 
 
 # Which form of wait loop compiles (tritonml/core/triton_compat.py, LOOP_CARRIES_STATUS).
@@ -353,16 +369,13 @@ _CARRY_STATUS = tl.constexpr(_triton_compat.LOOP_CARRIES_STATUS)
 def _wait_published(words, needed, epoch_base):
     """Poll the ``needed`` status ``words`` until every one is published in this epoch. From
     Triton 3.8 on the loop carries the words, and a thread's loads of its words are all in flight
-    in each poll; Triton 3.6 compiles only a loop that carries the count (``_unpublished``), whose
-    loads ptxas issues one after another."""
+    in each poll; before, it carries the count (``_wait_counting``)."""
     if _CARRY_STATUS:
-        status = tl.load(words, mask=needed, other=0, volatile=True)
-        while tl.sum((needed & (status <= epoch_base)).to(tl.int32), axis=None) > 0:
-            status = tl.load(words, mask=needed, other=0, volatile=True)
+        status = _poll(words, needed)
+        while _unpublished(status, needed, epoch_base) > 0:
+            status = _poll(words, needed)
     else:
-        waiting = _unpublished(words, needed, epoch_base)
-        while waiting > 0:
-            waiting = _unpublished(words, needed, epoch_base)
+        _wait_counting(words, needed, epoch_base)
 
 
 @triton.jit

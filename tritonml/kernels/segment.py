@@ -44,7 +44,7 @@ import triton.language as tl
 
 from .combine import cast_state, reduce_along, scan_along
 from .scan import (STATE_AGGREGATE, STATUS_BASE, _chain_bases, _draw_ticket, _publish, _tile_of,
-                   _unpublished)
+                   _wait_counting)
 
 # Boundaries a tile reads beyond the count of the tile before (a walk's first tile reads this
 # many): one round trip where lengths vary little, a few re-read bytes where they vary.
@@ -597,9 +597,7 @@ def _tail_window(published_ptrs, status_ptr, chain_first_slot, base, end, epoch_
     index = base + tl.arange(0, WINDOW)[:, None]          # [WINDOW, 1], chunks
     needed = index < end
     words = status_ptr + STATUS_BASE + chain_first_slot + index
-    waiting = _unpublished(words, needed, epoch_base)
-    while waiting > 0:
-        waiting = _unpublished(words, needed, epoch_base)
+    _wait_counting(words, needed, epoch_base)   # on every Triton: see its docstring
     tl.atomic_add(words, 0, mask=needed, sem="acquire", scope="gpu")
     tl.debug_barrier()   # every thread's reads after every acquire (see scan_chunked)
     slots = chain_first_slot + index
