@@ -413,6 +413,13 @@ def dtensor_op_cases():
         ("reduce-with-welford-02-S1", "S1",
          lambda tm, d, x: tm.reduce_with(tm.reductions.welford, d, (0, 2))[1],
          lambda a: a.mean((0, 2), keepdims=True)),
+        # infinities of either sign (docs/semantics.md, "Moments"): NaN variance, torch.mean's mean
+        ("reduce-with-welford-nonfinite-var-02-S1", "S1",
+         lambda tm, d, x: tm.reduce_with(tm.reductions.welford, _with_infinities(d), (0, 2))[0],
+         lambda a: _nonfinite_np(a, lambda b: b.var((0, 2), ddof=1, keepdims=True))),
+        ("reduce-with-welford-nonfinite-mean-02-S1", "S1",
+         lambda tm, d, x: tm.reduce_with(tm.reductions.welford, _with_infinities(d), (0, 2))[1],
+         lambda a: _nonfinite_np(a, lambda b: b.mean((0, 2), keepdims=True))),
         ("routed-cumsum-S1", "S1", lambda tm, d, x: _routed(tm, torch.cumsum, d, 1),
          lambda a: np.cumsum(a, 1)),
         ("routed-sum-S1", "S1", lambda tm, d, x: _routed(tm, torch.sum, d, 1),
@@ -429,6 +436,17 @@ def dtensor_op_cases():
 OPS_PLACEMENT_EXPECTED = {"routed-cumsum-S1": "S1", "routed-sum-S1": "R", "op-cumsum-1-S1": "S1",
                           "cumsum-1-S1": "S1", "reduce-sum-1-S1": "R", "cumsum-0-S1": "S1",
                           "routed-sum-02-S1": "S0", "cumsum-1-P": "R", "cumsum-1-S0": "S0"}
+
+
+def _with_infinities(t):
+    """t (a DTensor or a tensor) with its elements of magnitude >= 1.3 turned into +-inf."""
+    return t / (t.abs() < 1.3).to(t.dtype)
+
+
+def _nonfinite_np(a, moment):
+    """numpy's ``moment`` of ``_with_infinities(a)`` (inf - inf inside it is no warning)."""
+    with np.errstate(all="ignore"):
+        return moment(a / (np.abs(a) < 1.3).astype(a.dtype))
 
 
 def _recurrence_np(gates, tokens, axis):

@@ -13,13 +13,16 @@ One element x is (1, x, 0); two states merge by the parallel update of Chan, Gol
 which never subtracts two large sums of squares, so data far from zero (1e4 + N(0, 1) in float32)
 keeps its variance where ``E[x^2] - E[x]^2`` loses every digit. Finish: var = M2 / (n - correction),
 NaN where n <= correction (no element, or one element unbiased: as torch.var_mean), and mean NaN
-where n = 0. NaN in the data gives NaN mean and variance; +-inf gives that infinite mean (NaN if
-both signs) and NaN variance, as torch.var_mean.
+where n = 0. An infinite or NaN element makes the variance NaN (as torch.var and numpy.var) and
+the mean torch.mean's: +-inf where infinities of one sign meet finite values, NaN where both signs
+or a NaN do, whatever the order of the merges (torch.var_mean's own mean depends on where the
+infinity sits; docs/semantics.md, "Moments").
 
-Dtypes: float16 and bfloat16 accumulate in float32, float32 in float32, float64 in float64; the
-outputs have the input's dtype. Integer and bool inputs are refused (as torch.var_mean does);
-convert them to a floating-point dtype first. n is held in the state's float dtype (exact up to
-2**24 elements per state in float32; beyond, its relative error is at most 2**-24).
+Dtypes: float16 and bfloat16 accumulate in float32, float32 and float64 in float64 (as tritonml's
+sums); the outputs have the input's dtype. Integer and bool inputs are refused (as torch.var_mean
+does); convert them to a floating-point dtype first. n is held in the state's float dtype (exact up
+to 2**24 elements per state in float32, for half inputs; beyond, its relative error is at most
+2**-24).
 
 Gradients: the closed form torch.var_mean uses (``welford_backward``, and ``welford_jvp`` for
 forward mode), so var and mean are differentiable in x through ``reduce_with``.
@@ -59,15 +62,22 @@ _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 @triton.jit
 def welford_prepare(xs, index):
-    """One element x as the state (n, mean, M2) = (1, x, 0)."""
+    """One element x as the state (n, mean, M2) = (1, x, 0), M2 NaN for an infinite or NaN x: its
+    squared deviation from the mean is inf - inf, and every merge carries the NaN on, so the
+    variance is NaN whatever the order the merges meet the element in."""
     x = xs[0]
-    return tl.full(x.shape, 1, x.dtype), x, tl.zeros(x.shape, x.dtype)
+    m2 = tl.where(tl.abs(x) < float("inf"), 0.0, float("nan")).to(x.dtype)
+    return tl.full(x.shape, 1, x.dtype), x, m2
 
 
 @triton.jit
 def welford_merge(a, b):
     """Chan, Golub and LeVeque's merge of (n, mean, M2) states. A side with n = 0 (the identity)
-    returns the other side exactly, so an infinite mean does not turn into inf * 0 = NaN."""
+    returns the other side exactly, so an infinite mean does not turn into inf * 0 = NaN.
+
+    Where either mean is infinite or NaN, the merged mean is the sum of the two: inf + x = inf,
+    inf + -inf = NaN, NaN + x = NaN, the class of the mean of the union whatever the order (the
+    update's inf - inf would make it NaN or not by the order the elements arrive in)."""
     na = a[0]
     nb = b[0]
     n = na + nb
@@ -75,6 +85,8 @@ def welford_merge(a, b):
     share = nb / tl.maximum(n, 1.0)      # nb / n; 0 / 1 when both are empty
     mean = a[1] + delta * share
     m2 = a[2] + b[2] + delta * delta * na * share
+    finite = (tl.abs(a[1]) < float("inf")) & (tl.abs(b[1]) < float("inf"))
+    mean = tl.where(finite, mean, a[1] + b[1])
     a_only = nb == 0
     b_only = na == 0
     mean = tl.where(a_only, a[1], tl.where(b_only, b[1], mean))
@@ -109,9 +121,8 @@ def _welford_finish(s, correction):
     n = s[0]
     nan = float("nan")
     mean = tl.where(n > 0, s[1], nan)
-    # An infinite element makes the mean infinite and the variance NaN (as torch and numpy), however
-    # the merge order met it (inf - inf is NaN, but inf - x is inf).
-    var = tl.where((n > correction) & (tl.abs(mean) != float("inf")), s[2] / (n - correction), nan)
+    # an infinite or NaN element has made M2 NaN (welford_prepare), so the variance is NaN
+    var = tl.where(n > correction, s[2] / (n - correction), nan)
     return var, mean
 
 
@@ -128,7 +139,10 @@ def welford_finish_biased(s, count):
 
 
 def _state_dtypes(dtypes):
-    acc = torch.float64 if dtypes[0] == torch.float64 else torch.float32
+    """float32 accumulates in float64, as tritonml's sums do (and torch's CPU var): M2 keeps
+    float32's precision for data far from zero (a mean of 1e6 and unit spread); half types
+    accumulate in float32, float64 in float64."""
+    acc = torch.float32 if dtypes[0] in (torch.float16, torch.bfloat16) else torch.float64
     return (acc, acc, acc)
 
 
@@ -207,18 +221,10 @@ def welford_finish_m2(s, count):
     return s[2], s[1]
 
 
-def _wide_state_dtypes(dtypes):
-    """float32 accumulates in float64, as tritonml's sums do (and torch's CPU var): its M2 keeps
-    float32's precision for data far from zero."""
-    acc = torch.float32 if dtypes[0] in (torch.float16, torch.bfloat16) else torch.float64
-    return (acc, acc, acc)
-
-
 welford_m2: Reduction = Reduction("welford_m2", welford_prepare, welford_merge, welford_finish_m2,
-                       identity=(0.0, 0.0, 0.0), state_dtypes=_wide_state_dtypes,
-                       output_dtypes=lambda dtypes: _wide_state_dtypes(dtypes)[:2], inputs=1,
-                       outputs=2, along=welford_along,
-                       load_dtypes=lambda dtypes: _wide_state_dtypes(dtypes)[:1],
+                       identity=(0.0, 0.0, 0.0), state_dtypes=_state_dtypes,
+                       output_dtypes=lambda dtypes: _state_dtypes(dtypes)[:2], inputs=1,
+                       outputs=2, along=welford_along, load_dtypes=_load_dtypes,
                        check=_check_float)
 """Welford's state kept to ``(M2, mean)`` in float64 (float32 for half inputs), for torch.var's
 any ``correction``: the caller divides M2 by ``max(n - correction, 0)``. No gradient."""

@@ -10,8 +10,10 @@ forward mode), vmap, and the public functions ``tritonml.var``, ``std``, ``var_m
 One pass of Welford's reduction (tritonml/reductions.py: ``welford_m2``, Chan, Golub and LeVeque's
 merge) gives (M2, mean) per result in the accumulation dtype (float32 for half types, float64
 for float32 and float64); then, as torch: var = M2 / max(n - correction, 0) (0 / 0 = NaN where
-n <= correction and M2 = 0, M2 / 0 = inf otherwise), NaN where the mean is infinite, the mean NaN
-over an empty dim, std = sqrt(var), each rounded once to the input's dtype. ``axes`` [] means
+n <= correction and M2 = 0, M2 / 0 = inf otherwise), NaN where any element is infinite or NaN,
+the mean torch.mean's (+-inf where infinities of one sign meet finite values, NaN where both
+signs or a NaN do), the mean NaN over an empty dim, std = sqrt(var), each rounded once to the
+input's dtype (docs/semantics.md, "Moments"). ``axes`` [] means
 every axis. The reduction's launches pass their tensors in tuples, so the ops are opaque with
 compiled Triton too (``define``'s ``opaque``).
 
@@ -58,8 +60,9 @@ def _moments(x: torch.Tensor, axes, correction, keepdim: bool, root: bool):
     keepdim = _checks.check_bool("keepdim", keepdim)
     m2, mean = reduce_with_axes(welford_m2, x, axes, keepdims=keepdim)
     n = reduced_count(x, axes)
-    spread = m2 / max(n - correction, 0)     # a Python float: 0 gives inf and NaN, as torch
-    spread.masked_fill_(mean.isinf(), math.nan)
+    # a Python float divisor: 0 gives inf and NaN, as torch; an infinite or NaN element has made
+    # M2 NaN (reductions.welford_prepare), so the variance is NaN, as torch.var's
+    spread = m2 / max(n - correction, 0)
     if n == 0:
         mean.fill_(math.nan)
     if root:
