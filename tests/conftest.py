@@ -4,6 +4,19 @@
 import tritonml  # noqa: F401  (chooses interpreted/compiled Triton before anything imports triton)
 
 # ---------------------------------------------------------------------------------------------
+# Load and wall-clock time: no test may pass or fail by the machine's speed. Hypothesis's
+# time-based checks are off for every test, whatever its own settings (loaded here, before any
+# test module builds its settings, which inherit this profile): no per-example deadline (200 ms by
+# default) and no "too slow" health check on generating data. Time limits of the tests themselves
+# (subprocess timeouts, joins, barriers) go through tests/timing.py's ``limit()``.
+# ---------------------------------------------------------------------------------------------
+from hypothesis import HealthCheck, settings as _hypothesis_settings
+
+_hypothesis_settings.register_profile(
+    "tritonml", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_hypothesis_settings.load_profile("tritonml")
+
+# ---------------------------------------------------------------------------------------------
 # Installed-package runs (.ci/wheel): with TRITONML_TEST_INSTALLED=1 the tests run from a copy of
 # tests/ and benchmarks/ against an installed wheel. The modules under test must then come from
 # the environment's site-packages, not from a checkout on sys.path, and the tests marked

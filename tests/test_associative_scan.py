@@ -580,3 +580,92 @@ def test_python_math_on_a_tile_hints_at_triton_math():
     assert "hint: Python's math functions take numbers, not tiles: use Triton's (tl.exp" in message
     assert message.count("TypeError") == 1 and "InterpreterError" not in message
     assert isinstance(error.original, TypeError)
+
+
+# ---------------------------------------------------------------------------------------------
+# Combines from modules of their own: `import triton` alone, or with triton.language
+# ---------------------------------------------------------------------------------------------
+_TRITON_ONLY = "import triton\n"
+_WITH_TL = "import triton\nimport triton.language as tl\n"
+
+
+@pytest.fixture
+def combine_module(tmp_path, monkeypatch, request):
+    """``make(header, body)``: the ``@triton.jit`` function ``combine`` of a new module (a file in
+    ``tmp_path``, imported under a name of its own) holding ``header`` then ``body``."""
+    import importlib
+    import sys
+    import textwrap
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    names = []
+
+    def make(header: str, body: str):
+        name = f"_tritonml_combine_{request.node.name.split('[')[0]}_{len(names)}"
+        (tmp_path / f"{name}.py").write_text(header + "\n\n@triton.jit\n"
+                                             + textwrap.dedent(body))
+        names.append(name)
+        return importlib.import_module(name).combine
+    yield make
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+@pytest.mark.skipif(not tritonml.INTERPRET, reason="Triton's interpreter's rule on modules")
+def test_a_combine_from_a_module_that_imports_triton_alone_runs(combine_module):
+    combine = combine_module(_TRITON_ONLY, "def combine(a, b):\n    return (a[0] + b[0],)\n")
+    x = torch.arange(12, dtype=torch.float64).reshape(2, 6)
+    assert torch.equal(tritonml.associative_scan(combine, x, 1), x.cumsum(1))
+    assert torch.equal(tritonml.associative_scan(combine, x, 1, lengths=torch.tensor([2, 4])),
+                       torch.cat([x[:, :2].cumsum(1), x[:, 2:].cumsum(1)], 1))
+
+
+@pytest.mark.skipif(not tritonml.INTERPRET, reason="locates errors the interpreter raises")
+@pytest.mark.parametrize("header", [_TRITON_ONLY, _WITH_TL], ids=["triton_only", "with_tl"])
+def test_an_undefined_name_is_the_error_shown_without_an_arity_hint(combine_module, header):
+    combine = combine_module(header, "def combine(a, b):\n    return (a[0] + undefined_name,)\n")
+    error = _raises_untouched(combine, tritonml.CombineError)
+    message = str(error)
+    assert message.startswith(f"combine_fn {combine.fn.__module__}.combine "
+                              f"({_line_of(combine, 'undefined_name')}) raised NameError: name "
+                              "'undefined_name' is not defined\n    return (a[0] + undefined_name,)")
+    assert "must return a tuple" not in message and "must be visible" not in message
+    assert isinstance(error.original, NameError)
+
+
+@pytest.mark.skipif(not tritonml.INTERPRET, reason="Triton's interpreter's rule on modules")
+def test_a_module_triton_cannot_see_the_language_in_is_named_without_an_arity_hint(
+        combine_module, monkeypatch):
+    # Where tritonml could not let the combine run (the rewrite that makes triton.language
+    # visible), the message says what Triton asks of the module, and nothing of arity.
+    from tritonml.core import triton_compat
+    monkeypatch.setattr(triton_compat, "make_language_visible", lambda fn: None)
+    combine = combine_module(_TRITON_ONLY, "def combine(a, b):\n    return (a[0] + b[0],)\n")
+    error = _raises_untouched(combine, tritonml.CombineError)
+    message = str(error)
+    module = combine.fn.__module__
+    assert message == (f"combine_fn {module}.combine ({_line_of(combine, '@triton.jit')}) "
+                       "raised AssertionError: triton.language must be visible from within "
+                       "jit'd function\n  Triton's interpreter runs a @triton.jit function called "
+                       "from another only if its module holds triton.language as a global: add "
+                       f"`import triton.language as tl` to {module}")
+
+
+@pytest.mark.skipif(not tritonml.INTERPRET, reason="locates errors the interpreter raises")
+@pytest.mark.parametrize("header", [_TRITON_ONLY, _WITH_TL], ids=["triton_only", "with_tl"])
+def test_a_wrong_arity_at_run_time_still_says_how_many_values(combine_module, header):
+    combine = combine_module(header, "def combine(a, b):\n    r = (a[0] + b[0], a[0])\n"
+                                     "    return r\n")
+    error = _raises_untouched(combine, tritonml.CombineError)
+    message = str(error)
+    assert message.startswith(f"combine_fn {combine.fn.__module__}.combine "
+                              f"({_line_of(combine, '@triton.jit')}) raised AssertionError: "
+                              "combine_fn must return a tuple of 1 value(s), one per tensor of xs")
+    assert message.count("must return a tuple") == 1
+
+
+@pytest.mark.skipif(not tritonml.INTERPRET, reason="locates errors the interpreter raises")
+def test_a_single_value_returned_at_run_time_gets_the_arity_hint(combine_module):
+    combine = combine_module(_WITH_TL, "def combine(a, b):\n    r = a[0] + b[0]\n    return r\n")
+    message = str(_raises_untouched(combine, tritonml.CombineError))
+    assert message.endswith("\n  the combine must return a tuple of 1 value(s), one per tensor of xs")

@@ -17,6 +17,7 @@ import pytest
 
 from tritonml_autotune import cache as tcache
 from tritonml_autotune import engine
+from tests.timing import limit
 
 AUTOTUNE_DIR = Path(engine.__file__).parent
 CANDIDATES = [{"BLOCK": 64, "num_warps": 4}, {"BLOCK": 128, "num_warps": 4},
@@ -59,7 +60,7 @@ def run_python(code: str, cache_dir: Path, **env) -> subprocess.Popen:
 
 
 def finish(proc: subprocess.Popen) -> str:
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=limit(120))
     assert proc.returncode == 0, err
     return out
 

@@ -12,6 +12,7 @@ import pytest
 
 import tritonml
 from tritonml import cli, examples
+from tests.timing import limit
 
 
 def test_demo_prints_every_documented_example_with_its_check(capsys):
@@ -106,7 +107,7 @@ def test_version_and_help_import_neither_torch_nor_triton(argv):
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     done = subprocess.run([sys.executable, "-c", ENTRY_POINT_PROBE, json.dumps(argv)], cwd=root,
-                          capture_output=True, text=True, env=env, timeout=120)
+                          capture_output=True, text=True, env=env, timeout=limit(120))
     assert done.returncode == 0, done.stderr
     *text, imported = done.stdout.strip().splitlines()
     assert json.loads(imported) == []
@@ -117,7 +118,7 @@ def test_version_and_help_import_neither_torch_nor_triton(argv):
             "except SystemExit as exc:\n    assert exc.code == 0\n" \
             f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r})))"
     done = subprocess.run([sys.executable, "-c", probe], cwd=root, capture_output=True, text=True,
-                          env=env, timeout=120)
+                          env=env, timeout=limit(120))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]"
 
@@ -140,7 +141,7 @@ def _python(code: str, **env_changes):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.update(env_changes)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                          timeout=300)
+                          timeout=limit(300))
 
 
 def test_import_chooses_the_interpreter_without_a_gpu():

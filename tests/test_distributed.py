@@ -30,10 +30,14 @@ import triton.language as tl  # noqa: F401  (a @triton.jit function must see tri
 from benchmarks.reduce_oracle import (FUNCTIONS, assert_matches, bits, expected_tensor, make_input,
                                       supported)
 from benchmarks.scan_oracle import accumulation_allowance, scan_matches, scan_reference, to_numpy
+from tests.timing import limit
 
 ROOT = Path(__file__).resolve().parents[1]
 WORLD = 3
-SPAWN_TIMEOUT = 240  # seconds for a process group: a hang fails the test instead of hanging it
+# seconds for a process group: a hang fails the test instead of hanging it (tests/timing.py)
+SPAWN_TIMEOUT = limit(240)
+GROUP_TIMEOUT = limit(60)  # the process group's own timeout on a collective
+SPAWN_TRIES = 3  # a port taken by another process between _free_port and the ranks' bind
 
 # Shard lengths along the sharded axis: uneven, with an empty shard (in the middle and last).
 LENGTH_PATTERNS = ([3, 0, 4], [2, 3, 1], [4, 1, 0])
@@ -57,8 +61,22 @@ def _rank_env(rank: int, world: int, port: int) -> dict:
 
 
 def _spawn(scenario: str, world: int, outdir: Path) -> list:
-    """Run ``scenario`` on ``world`` ranks; returns each rank's pickled results."""
-    port = _free_port()
+    """Run ``scenario`` on ``world`` ranks; returns each rank's pickled results. A free port can be
+    taken by another process (another xdist worker's ranks) before rank 0 binds it: then, and only
+    then, the ranks run again on another port."""
+    for attempt in range(SPAWN_TRIES):
+        if _spawn_once(scenario, world, outdir, _free_port(), attempt == SPAWN_TRIES - 1):
+            break
+    return [pickle.loads((outdir / f"{scenario}-{r}.pkl").read_bytes()) for r in range(world)]
+
+
+def _port_taken(log: str) -> bool:
+    return "EADDRINUSE" in log or "ddress already in use" in log
+
+
+def _spawn_once(scenario: str, world: int, outdir: Path, port: int, last: bool) -> bool:
+    """The ranks of ``scenario`` on ``port``: True when they all succeeded, False when they failed
+    because the port was taken (unless ``last``); fails the test otherwise."""
     code = f"from tests import test_distributed as t; t._worker({scenario!r}, {str(outdir)!r})"
     procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=_rank_env(r, world, port),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -73,15 +91,22 @@ def _spawn(scenario: str, world: int, outdir: Path) -> list:
             pytest.fail(f"{scenario}: the ranks did not finish in {SPAWN_TIMEOUT} s (a hang)")
         logs.append(out)
     failed = [(r, p.returncode, logs[r][-4000:]) for r, p in enumerate(procs) if p.returncode]
+    if failed and not last and any(_port_taken(log) for log in logs):
+        return False
     assert not failed, f"{scenario}: ranks failed:\n" + "\n".join(
         f"--- rank {r} (exit {rc}) ---\n{log}" for r, rc, log in failed)
-    return [pickle.loads((outdir / f"{scenario}-{r}.pkl").read_bytes()) for r in range(world)]
+    return True
+
+
+_OUTDIR = None  # the spawning test's folder, in a rank: where the ranks leave each other signs
 
 
 def _worker(scenario: str, outdir: str) -> None:
     import datetime
     import torch.distributed as dist
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    global _OUTDIR
+    _OUTDIR = outdir
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=GROUP_TIMEOUT))
     rank, world = dist.get_rank(), dist.get_world_size()
     results = SCENARIOS[scenario](rank, world)
     Path(outdir, f"{scenario}-{rank}.pkl").write_bytes(pickle.dumps(results))
@@ -305,11 +330,17 @@ def _errors(td, rank, world):
     # still usable after all those errors
     errors["after"] = td.cumulative_sum(x, 1)
     # a rank that never arrives: the others' metadata exchange times out instead of hanging
+    timed_out = Path(_OUTDIR, "absent-timed-out")
     if rank == 0:
         errors["absent"] = _caught(lambda: td.cumulative_sum(x, 1, timeout=datetime.timedelta(
             seconds=2)))
+        timed_out.touch()
     else:
-        time.sleep(3)  # longer than rank 0's timeout: it must time out, not see the exit
+        # Stay until rank 0 has timed out: it must time out, not see these ranks exit. (A fixed
+        # sleep a second longer than its timeout raced with a rank 0 that came late to the call.)
+        deadline = time.monotonic() + limit(120)
+        while not timed_out.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
         errors["absent"] = None
     return errors
 

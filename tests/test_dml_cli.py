@@ -19,6 +19,7 @@ import torch
 from tritonml.bench.tolerances import TOLERANCES
 from tritonml.dml import cli as _dml_cli
 from tritonml import cli
+from tests.timing import limit
 
 MAIN = cli.main
 
@@ -309,7 +310,7 @@ def test_console_command_in_a_subprocess(tmp_path):
     result = subprocess.run(command + ["run", str(DOCS_EXAMPLES / "cumulative_product.json"),
                                        "--input", str(tmp_path / "in.npy"),
                                        "--output", str(tmp_path / "out.npy")],
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=limit(300))
     assert result.returncode == 0, result.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "out.npy"),
                                   [[[[30, 15, 15, 5], [504, 168, 21, 3], [432, 48, 8, 4]]]])

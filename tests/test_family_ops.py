@@ -15,6 +15,7 @@ from torch.library import opcheck
 
 import tritonml
 from tritonml.runtime import trace as _trace
+from tests.timing import limit
 
 # torch's forward-mode AD loads its jvp decompositions on first use through torch.jit.script,
 # which torch itself has deprecated
@@ -223,7 +224,7 @@ def test_compiled_triton_keeps_tuple_launching_ops_opaque():
     """)
     env = dict(os.environ, TRITON_INTERPRET="0")
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=limit(300))
     assert done.returncode == 0, done.stderr[-3000:]
     code = done.stdout
     assert code.count("triton_kernel_wrapper_functional(") == 1, code   # logcumsumexp's scan

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from benchmarks import gpu_check
+from tests.timing import limit
 
 SESSION_SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_session.sh"
 
@@ -53,12 +54,12 @@ def test_the_gpu_session_script_runs_a_phase_and_refuses_an_unknown_one(tmp_path
     script = SESSION_SCRIPT
     env = {"PATH": "/usr/bin:/bin", "OUT": str(tmp_path), "PYTHON": sys.executable}
     done = subprocess.run(["bash", str(script), "env"], env=env, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=limit(300))
     written = (tmp_path / "env.txt").read_text()
     assert f"triton: {__import__('triton').__version__}" in written, written
     assert f"torch: {torch.__version__}" in written, written
     refused = subprocess.run(["bash", str(script), "sort"], env=env, capture_output=True,
-                             text=True, timeout=60)
+                             text=True, timeout=limit(60))
     assert refused.returncode == 2 and "unknown phase 'sort'" in refused.stderr
     assert done.returncode == 0, done.stderr
     assert not (script.parents[1] / "tritonml_autotune").exists()  # nothing left in the checkout
@@ -88,7 +89,7 @@ def test_the_whole_session_runs_every_check_at_once_and_times_only_if_all_pass(t
     env = {"PATH": "/usr/bin:/bin", "OUT": str(out), "PYTHON": str(fake),
            "DTYPES": "float32,int8"}
     done = subprocess.run(["bash", str(script), "all"], env=env, capture_output=True, text=True,
-                          timeout=120)
+                          timeout=limit(120))
     calls = log.read_text().splitlines()
     checks = [c for c in calls if c.startswith("-m benchmarks.gpu_check")]
     assert sorted(checks) == sorted([

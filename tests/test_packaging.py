@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import importlib.metadata
+import os
 import pathlib
 import re
 import shutil
@@ -216,9 +217,10 @@ def test_the_tables_are_read_from_the_package():
 
 
 def _command_version() -> str:
+    from tests.timing import limit  # here: .ci/wheel runs this file as a script, without tests/
     exe = shutil.which("tritonml", path=str(pathlib.Path(sys.executable).parent))
     command = [exe] if exe else [sys.executable, "-m", "tritonml_cli"]
-    done = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=limit(120))
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -257,6 +259,33 @@ def test_the_changelog_names_this_version_as_its_newest_release():
     newest = [r for r in releases if r[0] != "Unreleased"][0]
     assert newest[0] == tritonml_cli.__version__
     assert newest[1], f"release {newest[0]} has no date"
+
+
+def test_every_pytest_run_names_its_failures_at_the_end():
+    """pyproject's addopts carry -rfE: the README's commands, .ci/run and .ci/wheel (which copies
+    pyproject.toml) end with each failed test and error, named with its reason."""
+    assert "-rfE" in _pyproject()["tool"]["pytest"]["ini_options"]["addopts"].split()
+
+
+def test_no_test_passes_or_fails_by_the_machines_speed():
+    """Hypothesis's time-based checks are off for every test (tests/conftest.py's profile), and
+    the tests' time limits scale with TRITONML_TEST_TIME_SCALE (default 3, tests/timing.py)."""
+    from hypothesis import HealthCheck, settings
+
+    from tests import timing
+    assert settings.default.deadline is None
+    assert HealthCheck.too_slow in settings.default.suppress_health_check
+    assert timing.DEFAULT_TIME_SCALE >= 3
+    probe = "from tests import timing; print(timing.limit(10))"
+    for value, said in (("0.5", "5.0"), ("", "30.0"), ("fast", None)):
+        env = {**os.environ, timing.TIME_SCALE_ENV: value,
+               "PYTHONPATH": str(pathlib.Path(timing.__file__).parents[1])}
+        done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                              text=True, timeout=timing.limit(120))
+        if said is None:
+            assert "TRITONML_TEST_TIME_SCALE='fast': expected a positive number" in done.stderr
+        else:
+            assert done.stdout.strip() == said, done.stderr
 
 
 @pytest.mark.source_tree

@@ -166,6 +166,29 @@ MIN_MAX = tritonml.Reduction(
     load_dtypes=lambda dtypes: (torch.int64,))
 
 
+@pytest.mark.skipif(not tritonml.INTERPRET, reason="Triton's interpreter's rule on modules")
+def test_a_reduction_from_a_module_that_imports_triton_alone_runs(tmp_path, monkeypatch):
+    # The interpreter asserts "triton.language must be visible" for a @triton.jit function called
+    # from another whose module lacks it; tritonml lets such functions run (docs/dsl.md).
+    import importlib
+    import sys
+    name = f"_tritonml_reduction_{tmp_path.name}"
+    (tmp_path / f"{name}.py").write_text(
+        "import triton\n\n\n@triton.jit\ndef prepare(xs, index):\n    return (xs[0],)\n\n\n"
+        "@triton.jit\ndef merge(a, b):\n    return (a[0] + b[0],)\n\n\n"
+        "@triton.jit\ndef finish(s, count):\n    return (s[0],)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        module = importlib.import_module(name)
+        total = tritonml.Reduction("total", module.prepare, module.merge, module.finish,
+                                   identity=(0,), state_dtypes=lambda dtypes: (torch.int64,),
+                                   output_dtypes=lambda dtypes: (torch.int64,))
+        x = torch.arange(24).reshape(4, 6)
+        assert torch.equal(tritonml.reduce_with(total, x, 1, keepdims=False), x.sum(1))
+    finally:
+        sys.modules.pop(name, None)
+
+
 @pytest.mark.parametrize("regime", ["rows", "columns", "split"])
 def test_user_min_max_pair_on_integers(regime):
     rng = np.random.default_rng(5)

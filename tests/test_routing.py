@@ -16,6 +16,7 @@ from torch.overrides import TorchFunctionMode
 import tritonml
 from tritonml.runtime import trace as _trace
 from tritonml.routing import disable, enable, use_tritonml
+from tests.timing import limit
 
 CPU = ("cpu",)
 
@@ -576,12 +577,12 @@ def test_a_thread_inside_the_context_does_not_route_another_thread():
             inside_ready.set()
             with _trace.record() as rec:
                 results["inside"] = torch.cumsum(x, 1)
-                outside_done.wait(60)  # stay inside while the other thread runs
+                outside_done.wait(limit(60))  # stay inside while the other thread runs
                 results["inside_after"] = torch.cumsum(x, 1)
             results["inside_launches"] = len(rec.launches)
 
     def outside():
-        inside_ready.wait(60)
+        inside_ready.wait(limit(60))
         try:
             with _trace.record() as rec:
                 for _ in range(3):
@@ -594,7 +595,7 @@ def test_a_thread_inside_the_context_does_not_route_another_thread():
     for t in threads:
         t.start()
     for t in threads:
-        t.join(120)
+        t.join(limit(120))
     assert results["inside_launches"] == 2 and results["outside_launches"] == 0
     for key in ("inside", "inside_after", "outside"):
         assert_same(results[key], want)
@@ -606,6 +607,6 @@ def test_enable_in_one_thread_does_not_enable_another():
     seen = []
     thread = threading.Thread(target=lambda: seen.append(launches_of(cumsum, x)))
     thread.start()
-    thread.join(60)
+    thread.join(limit(60))
     assert seen == [0]
     assert launches_of(cumsum, x) > 0

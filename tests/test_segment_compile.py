@@ -19,6 +19,7 @@ from tests.segment_compile_cases import segment_launches
 from tritonml.bench import segment_model
 from tritonml.bench.gpu_compile import compile_in_subprocess
 from tritonml_autotune.registers import occupancy_caps, spill_free_maxnreg
+from tests.timing import limit
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="compiles for a GPU without one")
 
@@ -35,7 +36,7 @@ def compiled_segments():
     """Every specialization for each arch as it runs: compiled as ptxas chooses, then, where
     that spills, at each register cap ``spill_free_maxnreg`` may try, keeping what it picks."""
     descriptions = segment_launches()
-    plain = compile_in_subprocess(descriptions, archs=ARCHS, timeout=1800)
+    plain = compile_in_subprocess(descriptions, archs=ARCHS, timeout=limit(1800))
     retries = {arch: [] for arch in ARCHS}
     for i, desc in enumerate(descriptions):
         for j, arch in enumerate(ARCHS):
@@ -48,7 +49,7 @@ def compiled_segments():
     at_cap = {}
     for arch, jobs in retries.items():
         if jobs:
-            results = compile_in_subprocess([d for _, d in jobs], archs=(arch,), timeout=1800)
+            results = compile_in_subprocess([d for _, d in jobs], archs=(arch,), timeout=limit(1800))
             at_cap.update({(i, cap, arch): r for ((i, cap), _), r in zip(jobs, results)})
     chosen = []
     for i in range(len(descriptions)):
@@ -133,6 +134,6 @@ def test_the_launch_guard_picks_these_caps_through_tritons_own_warmup(compiled_s
                PYTHONPATH=os.pathsep.join([str(REPO)] + sys.path))
     run = subprocess.run([sys.executable, "-m", "tests.guard_stand_in_driver"], cwd=REPO,
                          input=json.dumps({"arch": arch, "launches": descriptions}),
-                         capture_output=True, text=True, env=env, timeout=1200)
+                         capture_output=True, text=True, env=env, timeout=limit(1200))
     assert run.returncode == 0, run.stderr[-2000:]
     assert json.loads(run.stdout.strip().splitlines()[-1]) == expected

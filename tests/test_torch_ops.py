@@ -17,6 +17,7 @@ from tritonml.runtime import trace as _trace
 from benchmarks.reduce_oracle import assert_matches, expected_tensor
 from benchmarks.scan_oracle import scan_matches, to_numpy
 from tests.op_log import OpLog
+from tests.timing import limit
 
 OPS = torch.ops.tritonml
 DIFFERENTIABLE = ("AVERAGE", "L1", "L2", "LOG_SUM", "LOG_SUM_EXP", "MAX", "MIN", "MULTIPLY", "SUM",
@@ -391,7 +392,7 @@ def test_compiled_triton_ops_decompose_into_their_triton_kernels():
     """)
     env = dict(os.environ, TRITON_INTERPRET="0")
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=limit(300))
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("triton_kernel_wrapper_functional(") == 2, done.stdout
     assert "tritonml." not in done.stdout  # decomposed: no opaque op left

@@ -23,6 +23,7 @@ import tritonml_autotune.heuristics as heuristics
 from tritonml.runtime import trace as _trace
 from tritonml.core.layout import axis_layout, reduce_layout
 from tritonml_autotune import devices, model, select, spaces
+from tests.timing import limit
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -228,7 +229,7 @@ def _child(target):
     if target is not None:
         env[devices.TARGET_ENV] = target
     return subprocess.run([sys.executable, "-c", _CHILD], env=env, cwd=REPO, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=limit(300))
 
 
 def test_environment_variable_chooses_as_the_context_manager_does():
@@ -296,10 +297,10 @@ def test_each_thread_has_its_own_target():
 
     def choose(name):
         with tritonml.tuning.target(name):
-            both_inside.wait(timeout=30)
+            both_inside.wait(timeout=limit(30))
             seen[name] = (tritonml.tuning.current(),
                           heuristics.scan_config(layout, "cpu", None, 8).regime)
-            both_inside.wait(timeout=30)
+            both_inside.wait(timeout=limit(30))
 
     with tritonml.tuning.target("H100"):
         threads = [threading.Thread(target=choose, args=(name,)) for name in ("H100", "A100")]

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.timing import limit
 
 # pyright runs with pyproject.toml's [tool.pyright] from the repository root: left out of
 # installed runs (tests/conftest.py).
@@ -50,7 +51,7 @@ def _check(path: Path) -> list[dict]:
     (pyproject.toml's [tool.pyright]) against this Python's packages."""
     result = subprocess.run(
         [*_pyright(), "--outputjson", "--pythonpath", sys.executable, str(path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
+        cwd=ROOT, capture_output=True, text=True, timeout=limit(300))
     try:
         report = json.loads(result.stdout)
     except json.JSONDecodeError:

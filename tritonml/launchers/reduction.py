@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional, Tuple, Union
 
 import torch
 
+from ..core import triton_compat as _triton_compat
 from ..core.dtypes import TL_DTYPE
 from ..kernels import combine as _combine
 
@@ -143,6 +144,9 @@ class Reduction:
                 raise ValueError(f"{name}: expected a positive int, got {value!r}")
         if self.along is None:
             object.__setattr__(self, "along", _combine.merge_along)
+        # functions from a module that imports triton alone run in the interpreter too
+        for name in ("prepare", "merge", "finish", "along"):
+            _triton_compat.make_language_visible(getattr(self, name))
 
     # --- what the kernels need (tritonml/launchers/reduce.py: reduce_work) ---
     @property

@@ -38,6 +38,7 @@ from ..core import backend as _backend  # noqa: F401
 import triton
 import triton.language as tl
 
+from ..core import triton_compat as _triton_compat
 from ..runtime import caches as _caches
 
 _PREFIX = "tritonml_state_"
@@ -92,7 +93,7 @@ def combine_error(error: BaseException, fn, arity: int):
     traceback (the failure is not the combine's)."""
     import linecache
 
-    from ..core.triton_compat import frames_in, innermost_error
+    from ..core.triton_compat import LANGUAGE_NOT_VISIBLE, frames_in, innermost_error
 
     code = fn.fn.__code__
     adapters = {_ADAPTER_FILE.format(name=f.fn.__name__)
@@ -109,8 +110,15 @@ def combine_error(error: BaseException, fn, arity: int):
     line = linecache.getline(code.co_filename, lineno).strip() if lineno else ""
     if line:
         message += f"\n    {line}"
-    if not user and "must return a tuple" not in text:
-        # raised by the adapter around fn: what fn returned does not fit the state
+    # Without a frame of fn, the innermost frame is the adapter's: on its call of fn, the call
+    # failed before fn's body ran (Triton's own checks of fn); on another line, what fn returned
+    # does not fit the state (the only case the arity hint is about).
+    calling = not user and "USER(" in linecache.getline(frames[0][0], frames[0][2])
+    if calling and LANGUAGE_NOT_VISIBLE in text:
+        message += (f"\n  Triton's interpreter runs a @triton.jit function called from another "
+                    f"only if its module holds triton.language as a global: add `import "
+                    f"triton.language as tl` to {fn.fn.__module__}")
+    elif not user and not calling and "must return a tuple" not in text:
         message += (f"\n  the combine must return a tuple of {arity} value(s), one per tensor "
                     "of xs")
     elif "math." in line and isinstance(original, (TypeError, ValueError, AttributeError)):
@@ -194,6 +202,8 @@ def _get(kind: str, fn, arity: int, flagged: bool):
     key = (fn, kind, arity, flagged)
     function = _built.get(key)
     if function is None:
+        # a combine from a module that imports triton alone runs in the interpreter too
+        _triton_compat.make_language_visible(fn)
         function = _built[key] = _build(f"{_PREFIX}{kind}_{arity}_{int(flagged)}_{_tag(fn)}", fn)
     return function
 
