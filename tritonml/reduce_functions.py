@@ -271,16 +271,41 @@ def _extremum_jvp(xs, outputs, tangents, axes):
     return (picked / _reduce_kept(selected.to(tangent.dtype), "SUM", axes),)
 
 
-def _product_of_others(x, y, axes):
-    """MULTIPLY's derivative, the product of the other elements: y / x without zeros; with one
-    zero, the product of the rest at the zero and 0 elsewhere; with two or more, 0 everywhere."""
+def product_of_others(x, y, total):
+    """MULTIPLY's derivative, the product of the other elements of each element's group, exact in
+    value with zeros and written so that its own derivative is exact too. ``total(t, function)``:
+    "SUM" or "MULTIPLY" of t over each element's group, differentiable, broadcast against x (the
+    axes of ``tritonml.reduce``, the segments of ``segment_reduce``).
+
+    With ``rest`` the product of the nonzero elements and ``z`` the sum of the zeros' own x (0,
+    with derivative 1 in each zero), by the group's count of zeros:
+
+    - none: y / x;
+    - one: ``rest`` at the zero; elsewhere ``z * rest / x``, whose value is 0 but whose
+      derivative in the zero is not;
+    - two: at a zero, the other zero's x (``z - x``) times ``rest``; elsewhere 0;
+    - three or more: 0.
+
+    Every term is written as a product of the zeros' x where the true derivative holds them, and
+    the divisions have no zero denominator (no NaN through torch.where's backward). The gradient
+    and the Hessian are exact with any zeros, and derivatives of every order with at most one;
+    from the third order on, a group with two or more zeros misses the terms that differentiate
+    every zero away (its elsewhere-0 stands for a product of zeros).
+    """
     is_zero = x == 0
-    ones = torch.ones_like(x)
-    zeros = _reduce_kept(is_zero.to(x.dtype), "SUM", axes)
-    others = _reduce_kept(torch.where(is_zero, ones, x), "MULTIPLY", axes)
-    no_zero = torch.where(zeros == 0, y, torch.zeros_like(y)) / torch.where(is_zero, ones, x)
-    return torch.where(is_zero, torch.where(zeros == 1, others, torch.zeros_like(others)),
-                       no_zero)
+    zero = torch.zeros_like(x)
+    safe_x = torch.where(is_zero, torch.ones_like(x), x)
+    zeros = total(is_zero.to(x.dtype), "SUM")
+    rest = total(safe_x, "MULTIPLY")
+    z = total(torch.where(is_zero, x, zero), "SUM")
+    nonzero = torch.where(zeros == 0, y, torch.where(zeros == 1, z * rest, zero)) / safe_x
+    at_zero = torch.where(zeros == 1, rest, torch.where(zeros == 2, (z - x) * rest, zero))
+    return torch.where(is_zero, at_zero, nonzero)
+
+
+def _product_of_others(x, y, axes):
+    """MULTIPLY's derivative over ``axes`` (``product_of_others``)."""
+    return product_of_others(x, y, lambda t, function: _reduce_kept(t, function, axes))
 
 
 _SUM_SQUARE = _weighted(lambda x, y, axes: 2 * x)

@@ -14,16 +14,18 @@ rather than branching on the scan's name:
 - autograd (tritonml/torch_ops/scan.py, recurrence.py): ``backward`` and ``jvp`` (reverse and
   forward mode), plain functions of torch tensors that run the scans they need through the
   ``scan`` callable they are given (so derivatives are themselves differentiable, on tritonml's
-  kernels);
+  kernels; ``scan(LINEAR_RECURRENCE, (gates, tokens), ...)`` runs a linear recurrence);
 - distributed (tritonml/distributed/scan.py): ``fold``, the ``ReduceFunction`` that folds the shards'
   totals into each rank's carry.
 
 Forward mode: the tangent of a scan is a scan. A sum's is the sum of the tangents (torch's
-cumsum is ``auto_linear``); a product's is ``y * cumsum(dx / x)`` before a scan's first zero and,
-from it on, ``dx`` at that zero times the product that skips it (exact with zeros, as torch's
-``cumprod_jvp``); a linear recurrence's is the same recurrence over the tangent tokens
-``dtokens + dgates * h[t-1]``. ``torch.ops.tritonml.*`` called directly have backward formulas
-only (``torch.library``'s ``register_autograd`` takes no jvp); the public functions carry both.
+cumsum is ``auto_linear``); a product's is the linear recurrence ``dy[i] = x[i] * dy[i-1] +
+dx[i] * (product before i)``, and its gradient the reverse recurrence times the product before
+each element: nothing is divided out, so both are exact with zeros, and so are their own
+derivatives (docs/semantics.md, "Gradients at zeros"); a linear recurrence's is the same
+recurrence over the tangent tokens ``dtokens + dgates * h[t-1]``. ``torch.ops.tritonml.*`` called
+directly have backward formulas only (``torch.library``'s ``register_autograd`` takes no jvp); the
+public functions carry both.
 
 How to add a scan combine
 -------------------------
@@ -72,9 +74,11 @@ class ScanCombine:
     ``backward(scan, x, output, initial, grad, axis, reverse, exclusive) -> (grad_x,
     grad_initial)``: the gradient, torch tensors in and out (``initial`` and ``grad_initial`` None
     without an initial), where ``scan(record, t, axis, reverse, exclusive)`` runs a
-    differentiable scan. ``jvp(scan, x, output, initial, x_tangent, initial_tangent, axis,
-    reverse, exclusive) -> output_tangent``: the forward-mode derivative, a tangent None where
-    its input has none (never both), ``scan(record, t, axis, reverse, exclusive, initial=None)``.
+    differentiable scan (``record`` LINEAR_RECURRENCE with ``t`` a pair ``(gates, tokens)``:
+    ``tritonml.linear_recurrence``, exclusive False). ``jvp(scan, x, output, initial, x_tangent,
+    initial_tangent, axis, reverse, exclusive) -> output_tangent``: the forward-mode derivative, a
+    tangent None where its input has none (never both), ``scan(record, t, axis, reverse,
+    exclusive, initial=None)``.
     ``fold``: the ``ReduceFunction`` name that folds totals across ranks.
     """
     name: str
@@ -140,33 +144,19 @@ def shift_later(grad, axis: int, reverse: bool):
     return torch.cat([grad.narrow(axis, 1, n - 1), zero], axis)
 
 
-def _split_at_first_zero(scan, x, axis: int, reverse: bool):
-    """``(before_zero, first_zero, skipping_zero)`` for an inclusive product of x: the elements
-    before each scan's first zero (traversal order), that first zero, and the inclusive product
-    with the first zero taken as 1."""
-    is_zero = x == 0
-    zeros_before = scan(SUM, is_zero.to(torch.int32), axis, reverse, True)
-    before_zero = (zeros_before == 0) & ~is_zero
-    first_zero = (zeros_before == 0) & is_zero
-    skipping_zero = scan(PRODUCT, torch.where(first_zero, torch.ones_like(x), x), axis, reverse,
-                         False)
-    return before_zero, first_zero, skipping_zero
+def _inclusive_product_grad(scan, x, exclusive_product, grad, axis: int, reverse: bool):
+    """The gradient in x of an inclusive product of x, for ``grad``, from x's exclusive product
+    ``exclusive_product``.
 
-
-def _inclusive_product_grad(scan, x, inclusive, grad, axis: int, reverse: bool):
-    """The gradient in x of an inclusive product ``inclusive`` of x, for ``grad``.
-
-    d y_i / d x_j = prod_{k <= i, k != j} x_k (traversal order), correct with zeros. Before the
-    first zero of a scan, the gradient is sum_{i >= j} grad_i y_i / x_j; at the first zero,
-    sum_{i >= j} grad_i y'_i with y' the product that skips that zero; after it, 0 (every product
-    holds the zero).
+    d y_i / d x_j = prod_{k <= i, k != j} x_k (traversal order), so the gradient of x_j is
+    prod_{k < j} x_k (the exclusive product) times r_j = sum_{i >= j} grad_i prod_{j < k <= i}
+    x_k, the linear recurrence r_j = grad_j + x_{j+1} r_{j+1} run the other way. Nothing is
+    divided out: exact with any zeros, and a polynomial in x made of differentiable scans, so its
+    derivatives of every order are exact too (a zero's own factor stays in every other term).
     """
-    before_zero, first_zero, skipping_zero = _split_at_first_zero(scan, x, axis, reverse)
-    later_sums = scan(SUM, grad * inclusive, axis, not reverse, False)
-    at_zero = scan(SUM, grad * skipping_zero, axis, not reverse, False)
-    safe_x = torch.where(before_zero, x, torch.ones_like(x))
-    return torch.where(before_zero, later_sums / safe_x,
-                       torch.where(first_zero, at_zero, torch.zeros_like(x)))
+    later = scan(LINEAR_RECURRENCE, (shift_later(x, axis, reverse), grad), axis, not reverse,
+                 False)
+    return exclusive_product * later
 
 
 def _put_first(first, rest, axis: int, reverse: bool):
@@ -184,10 +174,10 @@ def _product_backward(scan, x, output, initial, grad, axis, reverse, exclusive):
     if initial is None:
         if exclusive:
             grad = shift_later(grad, axis, reverse)
-            inclusive = scan(PRODUCT, x, axis, reverse, False)
+            before = output
         else:
-            inclusive = output
-        return _inclusive_product_grad(scan, x, inclusive, grad, axis, reverse), None
+            before = scan(PRODUCT, x, axis, reverse, True)
+        return _inclusive_product_grad(scan, x, before, grad, axis, reverse), None
     scalar = x.dim() == 0
     if scalar:  # a 0-d x acts as shape [1]
         x, grad = x.unsqueeze(0), grad.unsqueeze(0)
@@ -197,8 +187,8 @@ def _product_backward(scan, x, output, initial, grad, axis, reverse, exclusive):
     # zero where z's product holds no output: the initial's own (inclusive) or the last (exclusive)
     padded = torch.cat([grad, zero], axis) if exclusive != reverse else \
         torch.cat([zero, grad], axis)
-    inclusive = scan(PRODUCT, z, axis, reverse, False)
-    grad_z = _inclusive_product_grad(scan, z, inclusive, padded, axis, reverse)
+    grad_z = _inclusive_product_grad(scan, z, scan(PRODUCT, z, axis, reverse, True), padded, axis,
+                                     reverse)
     grad_x = grad_z.narrow(axis, 0 if reverse else 1, n)
     grad_initial = grad_z.narrow(axis, n if reverse else 0, 1).squeeze(axis)
     return grad_x.squeeze(0) if scalar else grad_x, grad_initial
@@ -249,20 +239,15 @@ def _sum_jvp(scan, x, output, initial, x_tangent, initial_tangent, axis, reverse
     return scan(SUM, tangent, axis, reverse, exclusive, initial_tangent)
 
 
-def _inclusive_product_tangent(scan, x, inclusive, tangent, axis: int, reverse: bool):
-    """The tangent of an inclusive product ``inclusive`` of x for x's ``tangent``.
+def _inclusive_product_tangent(scan, x, exclusive_product, tangent, axis: int, reverse: bool):
+    """The tangent of an inclusive product of x for x's ``tangent``, from x's exclusive product.
 
-    d y_i = sum_{j <= i} dx_j prod_{k <= i, k != j} x_k (traversal order), exact with zeros:
-    before a scan's first zero it is y_i sum_{j <= i} dx_j / x_j; from the first zero f on, every
-    term but j = f holds that zero, leaving dx_f times the product that skips it (0 after a second
-    zero). y_i is 0 from f on, and the sum of ratios stops growing at f, so one sum serves both.
+    d y_i = sum_{j <= i} dx_j prod_{k <= i, k != j} x_k (traversal order) = x_i d y_{i-1} + dx_i
+    prod_{k < i} x_k: the linear recurrence with gates x over the tokens dx times the exclusive
+    product. Nothing is divided out, so it is exact with any zeros, and so are its derivatives
+    of every order (jacrev of jacfwd, jacfwd of jacfwd).
     """
-    before_zero, first_zero, skipping_zero = _split_at_first_zero(scan, x, axis, reverse)
-    zero = torch.zeros_like(tangent)
-    safe_x = torch.where(before_zero, x, torch.ones_like(x))
-    ratios = scan(SUM, torch.where(before_zero, tangent / safe_x, zero), axis, reverse, False)
-    at_zero = scan(SUM, torch.where(first_zero, tangent, zero), axis, reverse, False)
-    return inclusive * ratios + skipping_zero * at_zero
+    return scan(LINEAR_RECURRENCE, (x, tangent * exclusive_product), axis, reverse, False)
 
 
 def _product_jvp(scan, x, output, initial, x_tangent, initial_tangent, axis, reverse, exclusive):
@@ -276,8 +261,8 @@ def _product_jvp(scan, x, output, initial, x_tangent, initial_tangent, axis, rev
     if scalar:  # a 0-d x acts as shape [1]
         x, x_tangent, output = x.unsqueeze(0), x_tangent.unsqueeze(0), output.unsqueeze(0)
     if initial is None:
-        inclusive = scan(PRODUCT, x, axis, reverse, False) if exclusive else output
-        tangent = _inclusive_product_tangent(scan, x, inclusive, x_tangent, axis, reverse)
+        before = output if exclusive else scan(PRODUCT, x, axis, reverse, True)
+        tangent = _inclusive_product_tangent(scan, x, before, x_tangent, axis, reverse)
         if exclusive:
             tangent = _shift_earlier(tangent, None, axis, reverse)
     else:
@@ -285,10 +270,9 @@ def _product_jvp(scan, x, output, initial, x_tangent, initial_tangent, axis, rev
         if initial_tangent is None:
             initial_tangent = torch.zeros_like(initial)
         z = _put_first(initial, x, axis, reverse)
-        inclusive = scan(PRODUCT, z, axis, reverse, False)
         tangent_z = _inclusive_product_tangent(
-            scan, z, inclusive, _put_first(initial_tangent, x_tangent, axis, reverse), axis,
-            reverse)
+            scan, z, scan(PRODUCT, z, axis, reverse, True),
+            _put_first(initial_tangent, x_tangent, axis, reverse), axis, reverse)
         tangent = tangent_z.narrow(axis, 1 if exclusive == reverse else 0, n)
     return (tangent.squeeze(0) if scalar else tangent).to(output.dtype)
 

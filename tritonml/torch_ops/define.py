@@ -80,10 +80,10 @@ def differentiable(op: CustomOpDef, setup_context: Callable[..., Any],
     op.register_autograd(backward, setup_context=setup_context)
 
     def forward(*args):
-        return op(*args)
+        return op(*_unpacked(args))
 
     def setup(ctx, inputs, output):
-        setup_context(ctx, inputs, output)
+        setup_context(ctx, _unpacked(inputs), output)
 
     # Named after the op, so grad_fn reads CumulativeSumBackward, ReduceBackward, ...
     name = "".join(part.title() for part in op._name.split("_"))
@@ -101,7 +101,7 @@ def differentiable(op: CustomOpDef, setup_context: Callable[..., Any],
                             "trace an autograd.Function with a jvp, and a torch.library op has "
                             "no forward-mode formula")
     def eager_forward_mode(*args):
-        return function.apply(*args)
+        return function.apply(*_packed(args))
 
     def call(*args):
         # torch.compile traces the op itself (Dynamo cannot trace this Function around it), and
@@ -113,8 +113,29 @@ def differentiable(op: CustomOpDef, setup_context: Callable[..., Any],
             if jvp is not None and _torch_compat.forward_ad_active():
                 return eager_forward_mode(*args)
             return op(*args)
-        return function.apply(*args)
+        return function.apply(*_packed(args))
     return call
+
+
+class _Packed:
+    """A list argument (an ``int[]`` of the schema: axes) carried through an
+    ``autograd.Function`` as one object. torch.func's generated vmap rule gives a list one in-dim
+    per element but one tangent, so forward mode under vmap of a Function taking a list (jacfwd
+    of jacrev, ``torch.func.hessian``, where a backward formula runs the op again) failed in torch
+    2.13 ("flat_bdims must not be None", or a pytree of 5 leaves for 6 in-dims). An instance of
+    an unregistered class is one pytree leaf."""
+    __slots__ = ("items",)
+
+    def __init__(self, items: list):
+        self.items = items
+
+
+def _packed(args: tuple) -> tuple:
+    return tuple(_Packed(a) if isinstance(a, list) else a for a in args)
+
+
+def _unpacked(args: tuple) -> tuple:
+    return tuple(a.items if isinstance(a, _Packed) else a for a in args)
 
 
 def batch_first(x, x_bdim, out, out_bdim):

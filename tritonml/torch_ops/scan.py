@@ -31,7 +31,8 @@ from torch.autograd import forward_ad
 from ..core import checks as _checks, torch_compat as _torch_compat
 from . import dtensor as _dtensor, jagged as _jagged
 from ..launchers.scan import check_initial_meta, cumulative_scan, prechecked
-from ..launchers.scan_records import PRODUCT, SUM, ScanCombine
+from ..launchers.scan_records import (LINEAR_RECURRENCE, PRODUCT, SUM, ScanCombine,
+                                      StateScan)
 from .define import (_peek_functorch, batch_first, compiler_disable, define, differentiable,
                      direct_call_allowed,
                      mutated)
@@ -235,8 +236,14 @@ PRODUCT_OPS = _ScanOps("cumulative_product", PRODUCT)
 _OPS_BY_RECORD = {ops.combine: ops for ops in (SUM_OPS, PRODUCT_OPS)}
 
 
-def _differentiable_scan(record: ScanCombine, x, axis: int, reverse: bool, exclusive: bool,
-                         initial=None):
+def _differentiable_scan(record: Union[ScanCombine, StateScan], x, axis: int, reverse: bool,
+                         exclusive: bool, initial=None):
+    """``record``'s scan of x through its differentiable op. LINEAR_RECURRENCE (a product's
+    derivatives are linear recurrences) takes x as ``(gates, tokens)`` and no ``exclusive``."""
+    if record is LINEAR_RECURRENCE:
+        from .recurrence import _LINEAR_RECURRENCE   # (which imports this module)
+        gates, tokens = x
+        return _LINEAR_RECURRENCE(gates, tokens, axis, reverse, initial)
     return _OPS_BY_RECORD[record].differentiable(x, axis, reverse, exclusive, initial)
 
 
@@ -367,8 +374,9 @@ def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = False,
                        ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
     """Running product of ``x`` along ``axis`` (DML_CUMULATIVE_PRODUCT_OPERATOR_DESC).
 
-    The gradient (in x and initial) is exact with zeros, as torch's cumprod's. Runs as
-    ``torch.ops.tritonml.cumulative_product`` (``_out`` / ``_`` for out= / in place).
+    The gradient (in x and initial) is exact with zeros, as torch's cumprod's, and so are its
+    own derivatives (docs/semantics.md). Runs as ``torch.ops.tritonml.cumulative_product``
+    (``_out`` / ``_`` for out= / in place).
 
     Args:
         x: The tensor to scan.

@@ -28,10 +28,12 @@ from ..core import checks as _checks, torch_compat as _torch_compat
 from ..core.dtypes import is_float
 from ..core.reduce_function import ReduceFunction
 from ..launchers.reduction import Reduction
-from ..launchers.scan_records import PRODUCT, SUM, ScanCombine, _inclusive_product_grad
+from ..launchers.scan_records import (LINEAR_RECURRENCE, PRODUCT, SUM, ScanCombine,
+                                      _inclusive_product_grad,
+                                      _inclusive_product_tangent)
 from ..launchers.segment import (INITIAL_FUNCTIONS, segment_offsets, segment_reduce_axis,
                                   segment_scan_axis)
-from ..reduce_functions import RECORDS, ReduceRecord
+from ..reduce_functions import RECORDS, ReduceRecord, product_of_others
 from .define import compiler_disable, define, differentiable, direct_call_allowed
 
 _SCANS = {"SUM": SUM, "PRODUCT": PRODUCT}
@@ -220,7 +222,8 @@ def _partials(function: str, x, offsets, output, axis: int, keepdims: bool, init
     """d result[segment of j] / d x[j] for every element j, shaped like x (None for SUM: ones).
     The same conventions as tritonml.reduce's gradients (tritonml/reduce_functions.py): MAX and
     MIN share among ties evenly (as torch.segment_reduce and amax), NaN results send it to the
-    NaNs, MULTIPLY is exact with zeros, L2 at 0 is 0."""
+    NaNs, MULTIPLY is exact with zeros (its derivative too: ``product_of_others``), L2 at 0 is
+    0."""
     ids = segment_ids(offsets, x.shape[axis])
     y = _gather(output, ids, axis, keepdims)
     if function == "SUM":
@@ -247,15 +250,11 @@ def _partials(function: str, x, offsets, output, axis: int, keepdims: bool, init
         ties = _gather(_segment_sum(selected, offsets, axis), ids, axis, False)
         return selected / torch.clamp(ties, min=1)
     if function == "MULTIPLY":
-        is_zero = x == 0
-        ones = torch.ones_like(x)
-        zeros = _gather(_segment_sum(is_zero.to(x.dtype), offsets, axis), ids, axis, False)
-        others = _gather(differentiable_segment_reduce(torch.where(is_zero, ones, x), offsets,
-                                                       "MULTIPLY", axis, False, initial),
-                         ids, axis, False)
-        no_zero = torch.where(zeros == 0, y, torch.zeros_like(y)) / torch.where(is_zero, ones, x)
-        return torch.where(is_zero, torch.where(zeros == 1, others, torch.zeros_like(others)),
-                           no_zero)
+        def total(t, name):   # the initial is a factor of the products, not of the sums
+            folded = differentiable_segment_reduce(t, offsets, name, axis, False,
+                                                   initial if name == "MULTIPLY" else None)
+            return _gather(folded, ids, axis, False)
+        return product_of_others(x, y, total)
     raise RuntimeError(f"segment_reduce: {function} is not differentiable (its output is an "
                        "index)")
 
@@ -297,6 +296,14 @@ differentiable_segment_reduce = differentiable(
 
 # --- scans ---
 def _segment_scan(record, t, offsets, axis, reverse, exclusive):
+    """A differentiable scan of each segment. LINEAR_RECURRENCE takes t as ``(gates, tokens)``
+    (a product's derivatives are recurrences), restarting at each segment's first step in
+    traversal order: its gate there is 0."""
+    if record is LINEAR_RECURRENCE:
+        from .recurrence import _LINEAR_RECURRENCE   # (which imports this module)
+        gates, tokens = t
+        continues = _shift_in_segments(torch.ones_like(gates), offsets, axis, False, reverse)
+        return _LINEAR_RECURRENCE(gates * continues, tokens, axis, reverse, None)
     name = "SUM" if record is SUM else "PRODUCT"
     return differentiable_segment_scan(t, offsets, name, axis, reverse, exclusive)
 
@@ -317,51 +324,46 @@ def _shift_in_segments(t, offsets, axis: int, later: bool, reverse: bool):
     return torch.where(_along(same, axis, t.dim()), moved, torch.zeros_like(moved))
 
 
+def _scans_of(offsets):
+    """The ``scan(record, t, axis, reverse, exclusive)`` of scan_records' formulas, segmented."""
+    def scan(record, t, axis, reverse, exclusive):
+        return _segment_scan(record, t, offsets, axis, reverse, exclusive)
+    return scan
+
+
 def _scan_backward(ctx, grad):
     """The reversed segment scan for a sum; for a product, the exact gradient of
     tritonml/launchers/scan_records.py with every scan in it segmented (an exclusive product is
-    the inclusive one shifted a step within its segment)."""
+    the inclusive one shifted a step within its segment, and the recurrence restarts at each
+    segment's end)."""
     x, offsets, output = ctx.saved_tensors
     axis, reverse, exclusive = ctx.axis, ctx.reverse, ctx.exclusive
-
-    def scan(record, t, axis, reverse, exclusive):
-        return _segment_scan(record, t, offsets, axis, reverse, exclusive)
-
+    scan = _scans_of(offsets)
     if ctx.function == "SUM":
         grad_x = scan(SUM, grad, axis, not reverse, exclusive)
     else:
-        inclusive = output
         if exclusive:
             grad = _shift_in_segments(grad, offsets, axis, True, reverse)
-            inclusive = scan(PRODUCT, x, axis, reverse, False)
-        grad_x = _inclusive_product_grad(scan, x, inclusive, grad, axis, reverse)
+            before = output
+        else:
+            before = scan(PRODUCT, x, axis, reverse, True)
+        grad_x = _inclusive_product_grad(scan, x, before, grad, axis, reverse)
     return grad_x, None, None, None, None, None
 
 
 def _scan_jvp(ctx, x_tangent, *_):
-    """Linear for a sum. For an inclusive product, d y_i = sum_{j <= i} t_j prod_{k <= i, k != j}
-    x_k: y_i times the running sum of t / x before the first zero of the segment, the first
-    zero's tangent times the product that skips it up to the second zero, 0 after it. An
-    exclusive product's tangent is the inclusive one's shifted a step within the segment."""
+    """Linear for a sum. For a product, the tangent of tritonml/launchers/scan_records.py (the
+    recurrence d y_i = x_i d y_{i-1} + dx_i prod_{k < i} x_k, restarting at each segment: exact
+    with zeros, divided by nothing); an exclusive product's is the inclusive one's shifted a step
+    within the segment."""
     x, offsets, output = ctx.saved_tensors
-    axis, reverse = ctx.axis, ctx.reverse
+    axis, reverse, exclusive = ctx.axis, ctx.reverse, ctx.exclusive
+    scan = _scans_of(offsets)
     if ctx.function == "SUM":
-        return _segment_scan(SUM, x_tangent, offsets, axis, reverse, ctx.exclusive)
-
-    def scan(record, t):
-        return _segment_scan(record, t, offsets, axis, reverse, False)
-
-    is_zero = x == 0
-    zeros = scan(SUM, is_zero.to(torch.int32))
-    first_zero = is_zero & (zeros == 1)
-    before_zero = zeros == 0
-    inclusive = scan(PRODUCT, x) if ctx.exclusive else output
-    ratio = torch.where(before_zero, x_tangent / torch.where(before_zero, x, 1), 0)
-    at_zero = scan(SUM, torch.where(first_zero, x_tangent, 0))
-    skipping = scan(PRODUCT, torch.where(first_zero, 1, x))
-    tangent = torch.where(before_zero, inclusive * scan(SUM, ratio),
-                          torch.where(zeros == 1, at_zero * skipping, 0))
-    if ctx.exclusive:
+        return scan(SUM, x_tangent, axis, reverse, exclusive)
+    before = output if exclusive else scan(PRODUCT, x, axis, reverse, True)
+    tangent = _inclusive_product_tangent(scan, x, before, x_tangent, axis, reverse)
+    if exclusive:
         tangent = _shift_in_segments(tangent, offsets, axis, False, reverse)
     return tangent
 
