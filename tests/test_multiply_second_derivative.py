@@ -200,3 +200,22 @@ def test_segment_product_scan_hessian_and_gradgradcheck(reverse, exclusive):
     g = lambda t: tritonml.segment_scan(t, "product", offsets=offsets,  # noqa: E731
                                         reverse=reverse, exclusive=exclusive)
     assert torch.autograd.gradgradcheck(g, (t,), fast_mode=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.prod and torch.cumprod routed to tritonml (tritonml.use_tritonml)
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("zeros", [(1,), (1, 3)], ids=["one-zero", "two-zeros"])
+def test_routed_prod_and_cumprod_hessians_match_the_oracle(zeros):
+    from tritonml.runtime import trace as _trace
+    x = _with_zeros(zeros)
+    weights = np.linspace(0.5, 1.5, x.size)
+    w = torch.from_numpy(weights)
+    cases = ((lambda t: torch.prod(t, 0), _product_hessian(x, [range(x.size)], [1.0])),
+             (lambda t: (torch.cumprod(t, 0) * w).sum(),
+              _product_hessian(x, [range(i + 1) for i in range(x.size)], weights)))
+    for f, oracle in cases:
+        with tritonml.use_tritonml(devices=("cpu",)), _trace.record() as rec:
+            got = torch.autograd.functional.hessian(f, torch.tensor(x))
+        assert rec.launches, "the call was not routed"
+        torch.testing.assert_close(got, torch.from_numpy(oracle), rtol=1e-12, atol=1e-12)
