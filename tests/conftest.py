@@ -90,6 +90,22 @@ def pytest_terminal_summary(terminalreporter):
 def pytest_addoption(parser):
     parser.addoption("--full", action="store_true", default=False,
                      help="run the whole suite (default: the fast tier, tests/conftest.py)")
+    parser.addoption("--compile-only", action="store_true", default=False,
+                     help="run only the tests that compile kernels for sm_80/sm_90, every case "
+                          "(.ci/run runs them on the oldest supported Triton too)")
+
+
+# The compile tests: these modules, and the functions named for compiling for sm_80 elsewhere.
+COMPILE_MODULES = frozenset({
+    "test_gpu_compile", "test_reduce_gpu_compile", "test_negative_view_compile",
+    "test_segment_compile", "test_compiled_sass",
+})
+
+
+def _cross_compiles(item) -> bool:
+    name = getattr(item, "originalname", item.name)
+    return (item.module.__name__.rpartition(".")[2] in COMPILE_MODULES
+            or ("compile" in name and "sm80" in name))
 
 
 def _full_only(item) -> bool:
@@ -117,6 +133,12 @@ def pytest_collection_modifyitems(config, items):
         if source_tree:
             config.hook.pytest_deselected(items=source_tree)
             items[:] = [item for item in items if not item.get_closest_marker("source_tree")]
+    if config.getoption("--compile-only"):
+        others = [item for item in items if not _cross_compiles(item)]
+        if others:
+            config.hook.pytest_deselected(items=others)
+            items[:] = [item for item in items if _cross_compiles(item)]
+        return
     if config.getoption("--full"):
         return
     kept = _fast_tier(items)

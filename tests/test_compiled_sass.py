@@ -70,10 +70,17 @@ def test_the_spread_covers_every_kernel_state_arch_and_dtype(facts):
 
 @pytest.mark.source_tree
 def test_compiled_sass_sm80_sm90_of_the_spread_is_as_committed(facts):
-    entries = facts.measure(facts.spread(list(facts.launches())))
+    chosen = facts.spread(list(facts.launches()))
+    entries = facts.measure(chosen)
     table = json.loads(facts.OUTPUT.read_text(encoding="utf-8"))
-    changed = facts.differences(entries, table["entries"])
     import triton
+    from packaging.version import Version
+    if Version(triton.__version__).release[:2] != Version(table["triton"]).release[:2]:
+        # Registers and fingerprints are one Triton release's ptxas's (the table's); on another
+        # supported release (3.6: .ci/run) the spread must compile for both archs, every entry.
+        assert len(entries) == len(chosen) * 2 and all(e["registers"] > 0 for e in entries)
+        return
+    changed = facts.differences(entries, table["entries"])
     assert not changed, (
         "the compiled code of these kernel specializations changed:\n  " + "\n  ".join(changed)
         + f"\nA refactor must leave the SASS as it was. If the change is intended, regenerate the "

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import inspect
 import types
 
 import numpy as np
@@ -581,12 +582,17 @@ class StatusTraffic:
         load, rmw = builder.create_masked_load, builder.create_atomic_rmw
         traffic = self
 
-        def masked_load(self, ptrs, mask, other, cache_policy, is_volatile):
-            result = load(self, ptrs, mask, other, cache_policy, is_volatile)
-            if is_volatile:
+        # the cache arguments differ by Triton release (3.9: cache_policy; 3.6 to 3.8:
+        # cache_modifier and eviction_policy): the rest is read by name
+        signature = inspect.signature(load)
+
+        def masked_load(self, *args, **kwargs):
+            result = load(self, *args, **kwargs)
+            bound = signature.bind(self, *args, **kwargs).arguments
+            if bound["is_volatile"]:
                 program = self.grid_idx[0]
                 traffic.polls[program] += 1
-                traffic.lanes[program].append(int(np.count_nonzero(mask.data)))
+                traffic.lanes[program].append(int(np.count_nonzero(bound["mask"].data)))
                 if traffic.polls[program] <= traffic.stale_polls:
                     result.data[...] = 0
             return result

@@ -2,8 +2,8 @@
 
 Everything else (the kernels, the launchers, ``benchmarks/``) goes through the names defined here
 whenever it needs something Triton does not publish. Each entry says why it is needed and which
-Triton versions it was checked against: 3.8.0 and 3.9.0 (``CHECKED_VERSIONS``; the relaunch entry
-also on 3.6.0, on an H100). Private names can
+Triton versions it was checked against: 3.6.0, 3.7.1, 3.8.0 and 3.9.0, the supported range
+(``CHECKED_VERSIONS``; the relaunch entry also ran on an H100 with 3.6.0). Private names can
 move in any Triton release; ``check()`` lists what the installed Triton lacks, and
 tests/test_triton_compat.py runs it, so an upgrade that breaks an entry fails there, by name.
 
@@ -35,7 +35,7 @@ import triton.language as tl
 from triton import knobs
 from triton.runtime import driver
 
-CHECKED_VERSIONS = ("3.8.0", "3.9.0")
+CHECKED_VERSIONS = ("3.6.0", "3.7.1", "3.8.0", "3.9.0")
 _INTERPRETER_MODULE = "triton.runtime.interpreter"
 
 # What the entries below rely on, for ``check()``: dotted name -> parameters it must accept.
@@ -86,9 +86,8 @@ prod_combine = _private("triton.language.standard._prod_combine")
 
 
 # ---------------------------------------------------------------------------------------------
-# Constructs Triton 3.6 compiles badly or not at all (the H100 machines lent for benchmarks carry
-# 3.6; tritonml asks for 3.8 or later): kernels/combine.py ``row_of``, kernels/scan.py
-# ``_wait_published``
+# Constructs Triton 3.6 compiles badly or not at all (what torch 2.11 pins, and the H100 machines
+# lent for benchmarks carry): kernels/combine.py ``row_of``, kernels/scan.py ``_wait_published``
 # ---------------------------------------------------------------------------------------------
 def _release(version: str) -> tuple:
     """(major, minor) of a Triton version string ("3.6.0", "3.9.0+git1234")."""
@@ -97,6 +96,33 @@ def _release(version: str) -> tuple:
 
 
 _RELEASE = _release(triton.__version__)
+
+# The Triton releases tritonml is tested with: the oldest is what torch 2.11 pins, the newest what
+# torch 2.15 pins (README, "Supported versions"; tests/test_supported_versions.py). pyproject.toml
+# caps neither end's future (a newer torch may pin a newer Triton): a Triton outside the range
+# gets one warning at import instead.
+SUPPORTED_RELEASES = ((3, 6), (3, 9))
+
+
+def unsupported_triton_message(version: str):
+    """The warning for Triton ``version``, or None where it is in ``SUPPORTED_RELEASES``."""
+    oldest, newest = SUPPORTED_RELEASES
+    if oldest <= _release(version) <= newest:
+        return None
+    return (f"tritonml is tested with Triton {oldest[0]}.{oldest[1]} to {newest[0]}.{newest[1]} "
+            f"(what torch 2.11 to 2.15 pin), and triton {version} is installed: kernels may fail "
+            f"to compile or run")
+
+
+def _warn_if_unsupported() -> None:
+    import warnings
+
+    message = unsupported_triton_message(triton.__version__)
+    if message is not None:
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+_warn_if_unsupported()
 
 # ``tl.gather`` of one row of a tile compiles to a few shuffles from Triton 3.8 on. Triton 3.6
 # (what the H100 machines lent for benchmarks carry) lowers it to one warp shuffle per element and
@@ -252,6 +278,33 @@ def is_jit_function(value) -> bool:
 
 _JIT_FUNCTION = _private("triton.runtime.jit.JITFunction")
 _INTERPRETED_FUNCTION = _private("triton.runtime.interpreter.InterpretedFunction")
+
+
+# ---------------------------------------------------------------------------------------------
+# Triton 3.6's interpreter under numpy 2.4
+# ---------------------------------------------------------------------------------------------
+# A scalar in the interpreter is a one-element numpy array of shape (1,), and Triton 3.6 turns it
+# into a Python int (``range(start, tensor_end)``, an index) with ``int(data)``, which numpy 2.4
+# refuses for arrays of rank > 0 ("only 0-dimensional arrays can be converted to Python scalars":
+# every kernel with a loop failed); 3.7.1 and later read ``int(data.squeeze())``.
+# ``_patch_lang_tensor`` installs that method on every launch, so before 3.8 it is wrapped to
+# install the later one (on 3.7.1 the same method again; 3.7.0, torch 2.12.0's, was not looked at).
+# Checked: 3.6.0, 3.7.1, 3.8.0 (``triton/runtime/interpreter.py``, ``_patch_lang_tensor``).
+INDEX_NEEDS_SQUEEZE = _RELEASE < (3, 8)
+
+
+def _squeezing_index_patch(original):
+    def patch_lang_tensor(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+    patch_lang_tensor.__wrapped__ = original
+    return patch_lang_tensor
+
+
+if INDEX_NEEDS_SQUEEZE and _backend.INTERPRET:
+    _interpreter = importlib.import_module(_INTERPRETER_MODULE)
+    _interpreter._patch_lang_tensor = _squeezing_index_patch(
+        _private(f"{_INTERPRETER_MODULE}._patch_lang_tensor"))
 
 
 # ---------------------------------------------------------------------------------------------
