@@ -64,12 +64,12 @@ def arrangements(length: int, dtype) -> torch.Tensor:
 
 
 def embedded(dtype) -> torch.Tensor:
-    """Every 3-element arrangement placed at the start, middle and end of a row of 61 finite
-    values: the non-finite elements meet the others in merges across tiles and splits."""
+    """Every 3-element arrangement spread over a row of 61 finite values and packed at its end:
+    the non-finite elements meet the others in merges across tiles and splits."""
     g = torch.Generator().manual_seed(3)
     rows = []
     for pattern in itertools.product(ALPHABET, repeat=3):
-        for places in ((0, 30, 60), (0, 1, 2), (58, 59, 60), (5, 33, 47)):
+        for places in ((0, 30, 60), (58, 59, 60)):
             row = torch.randn(61, generator=g, dtype=torch.float64) + 4
             row[list(places)] = torch.tensor(pattern, dtype=torch.float64)
             rows.append(row)
@@ -197,9 +197,8 @@ def test_welford_keeps_the_variance_at_large_means(dtype):
     for name, ddof in WELFORDS.items():
         reduction = getattr(tritonml.reductions, name)
         want = np.var(a, ddof=ddof)
-        for config in (None, CONFIGS[1]):
-            var, _ = tritonml.reduce_with(reduction, x, 0, keepdims=False, config=config)
-            assert abs(var.double().item() - want) <= rtol * want, (name, config, var, want)
+        var, _ = tritonml.reduce_with(reduction, x, 0, keepdims=False)
+        assert abs(var.double().item() - want) <= rtol * want, (name, var, want)
         var, _ = tritonml.segment_reduce(x, reduction, offsets=torch.tensor([0, 4096, 8192]))
         want_segments = [np.var(a[:4096], ddof=ddof), np.var(a[4096:], ddof=ddof)]
         np.testing.assert_allclose(var.double().numpy(), want_segments, rtol=rtol)

@@ -119,7 +119,8 @@ def test_the_time_model_charges_the_registers_these_compile_to(compiled_segments
     assert reduction["registers"] == (triton_releases.SEGMENT_FLAT_SUM_REGISTERS_SM90
                                       if triton_releases.BEFORE_3_8
                                       else segment_model.REGISTERS["reduce"])
-    assert scan["registers"] == segment_model.REGISTERS["scan"]
+    assert scan["registers"] == (triton_releases.SEGMENT_FLAT_SCAN_REGISTERS_SM90
+                                 if triton_releases.BEFORE_3_8 else segment_model.REGISTERS["scan"])
     assert "guard_cap" not in scan
 
 

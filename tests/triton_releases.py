@@ -26,9 +26,10 @@ def allowed_lookback_spill(record) -> bool:
             and record.get("stack_bytes", 0) <= LOOKBACK_TALL_64_BIT_STACK)
 
 
-# Chunked scans keep an 8-byte stack frame that their wait loop touches twice (the count-carrying
-# poll, ``kernels.scan._wait_counting``): a stack access per poll, never a spill of data.
-CHUNKED_STACK_BYTES, CHUNKED_LOOP_ACCESSES = 8, 2
+# Chunked scans keep an 8-byte stack frame that their loops touch two to four times (the
+# count-carrying poll, ``kernels.scan._wait_counting``; four in the int32 exclusive rows on sm_80):
+# stack accesses of a counter, never a spill of data.
+CHUNKED_STACK_BYTES, CHUNKED_LOOP_ACCESSES = 8, 4
 
 
 def allowed_chunked_stack(record) -> bool:
@@ -38,6 +39,8 @@ def allowed_chunked_stack(record) -> bool:
 
 
 # The segment kernel's SUM reduction of a 1-D float32 x takes ptxas's 255 registers on sm_90
-# (3.9: 158, what the time model charges): two programs of 4 warps per SM instead of three, so
-# segmented reductions of a 1-D x run slower on 3.6 than the model says.
+# (3.9: 158, what the time model charges): two programs of 4 warps per SM instead of three; its
+# forward sum scan 128 (3.9: 64): two programs per SM instead of four. Segmented ops of a 1-D x
+# run slower on 3.6 than the model says.
 SEGMENT_FLAT_SUM_REGISTERS_SM90 = 255
+SEGMENT_FLAT_SCAN_REGISTERS_SM90 = 128
