@@ -23,7 +23,7 @@ by calling the launcher eagerly (``eager_carry_call``): a graph break under ``to
 refused with autograd or torch.func transforms.
 """
 import contextlib
-from typing import Any, Callable, Literal, Optional, Tuple, Union, overload
+from typing import Any, Callable, Dict, Literal, Optional, Tuple, Union, overload
 
 import torch
 from torch.autograd import forward_ad
@@ -233,7 +233,8 @@ PRODUCT_OPS = _ScanOps("cumulative_product", PRODUCT)
 # Autograd: each record's ``backward`` and ``jvp`` (tritonml/launchers/scan_records.py), their
 # scans run through the differentiable ops, so derivatives are differentiable too
 # ---------------------------------------------------------------------------------------------
-_OPS_BY_RECORD = {ops.combine: ops for ops in (SUM_OPS, PRODUCT_OPS)}
+_OPS_BY_RECORD: Dict[Union[ScanCombine, StateScan], _ScanOps] = {
+    ops.combine: ops for ops in (SUM_OPS, PRODUCT_OPS)}
 
 
 def _differentiable_scan(record: Union[ScanCombine, StateScan], x, axis: int, reverse: bool,
