@@ -54,6 +54,7 @@ def _release(version: Version) -> tuple:
     return version.release[:2]
 
 
+@pytest.mark.source_tree
 @pytest.mark.parametrize("torch_version", list(TORCH_PINS))
 def test_pyproject_admits_each_torch_with_the_triton_it_pins(torch_version):
     requirements = _requirements()
@@ -64,6 +65,7 @@ def test_pyproject_admits_each_torch_with_the_triton_it_pins(torch_version):
     assert requirements["triton"].specifier.contains(pinned), (torch_version, pinned)
 
 
+@pytest.mark.source_tree
 def test_pyproject_declares_nothing_older_than_what_is_tested():
     requirements = _requirements()
     oldest_torch = min(map(Version, TORCH_PINS))
@@ -109,6 +111,7 @@ def test_import_warns_once_for_a_triton_outside_the_range():
     assert count == "1" and "Triton 3.6 to 3.9" in message and "3.10.0" in message
 
 
+@pytest.mark.source_tree
 def test_the_readme_table_is_the_tested_matrix():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme.split("### Supported versions", 1)[1].split("\n#", 1)[0]
@@ -116,6 +119,7 @@ def test_the_readme_table_is_the_tested_matrix():
     assert dict(rows) == TORCH_PINS, rows
 
 
+@pytest.mark.source_tree
 def test_every_torch_name_the_code_uses_was_looked_up_in_the_oldest_torch():
     """benchmarks/torch_api_2_11.txt: the torch names found in torch 2.11.0's sources
     (``python -m benchmarks.torch_api``); a name used since must be looked up there too."""
