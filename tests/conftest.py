@@ -102,16 +102,21 @@ COMPILE_MODULES = frozenset({
 })
 
 
-def _cross_compiles(item) -> bool:
+def _module_name(item) -> str:
+    return item.module.__name__.rpartition(".")[2]
+
+
+def _named_for_compiling(item) -> bool:
     name = getattr(item, "originalname", item.name)
-    return (item.module.__name__.rpartition(".")[2] in COMPILE_MODULES
-            or ("compile" in name and "sm80" in name))
+    return "compile" in name and "sm80" in name
+
+
+def _cross_compiles(item) -> bool:
+    return _module_name(item) in COMPILE_MODULES or _named_for_compiling(item)
 
 
 def _full_only(item) -> bool:
-    name = getattr(item, "originalname", item.name)
-    return (item.module.__name__.rpartition(".")[2] in FULL_ONLY
-            or ("compile" in name and "sm80" in name))
+    return _module_name(item) in FULL_ONLY or _named_for_compiling(item)
 
 
 def _fast_tier(items: list) -> set:
