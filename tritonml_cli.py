@@ -278,13 +278,36 @@ def main(argv=None) -> int:
     # Triton 3.9 warns once per process that its FP-fusion default will change; it is not about
     # anything the command does.
     warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION is unset")
-    args = build_parser().parse_args(argv)
     try:
-        if getattr(args, "check", None) is not None:
-            args.check(args)
-        return args.handler(args)
-    except UsageError as exc:
-        return error(args.command, str(exc))
+        try:
+            args = build_parser().parse_args(argv)
+        except SystemExit:  # --help, --version, a usage error: printed, then exit
+            sys.stdout.flush()
+            raise
+        try:
+            if getattr(args, "check", None) is not None:
+                args.check(args)
+            status = args.handler(args)
+        except UsageError as exc:
+            return error(args.command, str(exc))
+        sys.stdout.flush()  # a closed pipe shows here, not in Python's flush at exit
+        return status
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _reader_gone() -> int:
+    """Whoever read standard output stopped (``tritonml demo | head -1``): end quietly, as Unix
+    tools do when SIGPIPE ends them, with their exit status (128 + SIGPIPE). Standard output is
+    pointed at /dev/null first, or Python's own flush at exit would raise again."""
+    import signal
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (stdout replaced in-process)
+        pass
+    return 128 + int(getattr(signal, "SIGPIPE", 13))
 
 
 if __name__ == "__main__":

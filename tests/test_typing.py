@@ -19,6 +19,7 @@ import runpy
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,75 @@ def test_misuses_are_type_errors():
     reported = {e["range"]["start"]["line"] + 1 for e in errors}
     assert reported == marked, ("pyright's errors are not the marked lines:\n" + _shown(errors)
                                 + f"\nmarked: {sorted(marked)}")
+
+
+def test_a_misspelt_keyword_is_named():
+    path = SCRIPTS / "typo_script.py"
+    expected = {number: line.split("# names:")[1].strip()
+                for number, line in enumerate(path.read_text().splitlines(), 1)
+                if "# names:" in line}
+    assert len(expected) == 8
+    errors = _check(path)
+    for number, keyword in expected.items():
+        messages = [e["message"] for e in errors if e["range"]["start"]["line"] + 1 == number]
+        assert any(f'"{keyword}"' in message for message in messages), (
+            f"line {number}: pyright does not name {keyword!r}:\n" + "\n".join(messages))
+    assert {e["range"]["start"]["line"] + 1 for e in errors} == set(expected), _shown(errors)
+
+
+def _venv_seeing_torch(folder: Path) -> Path:
+    """A venv at ``folder`` without tritonml, whose packages include this Python's (torch,
+    triton) through a ``.pth`` line, as pyright reads it: its python."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(folder)], check=True,
+                   timeout=limit(120))
+    python = folder / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; "
+                              "print(sysconfig.get_paths()['purelib'])"], capture_output=True,
+                             text=True, check=True, timeout=limit(60)).stdout.strip()
+    Path(purelib, "this_pythons_packages.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return python
+
+
+def _pip_install(python: Path, *arguments: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q",
+                           "--no-deps", "--no-build-isolation", *arguments],
+                          capture_output=True, text=True, timeout=limit(300), cwd=ROOT)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _errors_outside(python: Path, folder: Path) -> list[dict]:
+    """pyright's errors for a copy of the typed user script in ``folder`` (outside the checkout,
+    so only the install can tell pyright where tritonml is), against ``python``'s packages."""
+    script = folder / "user_script.py"
+    script.write_text((SCRIPTS / "user_script.py").read_text())
+    result = subprocess.run([*_pyright(), "--outputjson", "--pythonpath", str(python),
+                             str(script)], cwd=folder, capture_output=True, text=True,
+                            timeout=limit(300))
+    report = json.loads(result.stdout)
+    return [d for d in report["generalDiagnostics"] if d["severity"] == "error"]
+
+
+def test_a_project_outside_the_checkout_type_checks_against_the_install(tmp_path):
+    """The installs README's "Type checking from your project" names: the wheel, and an editable
+    install in setuptools' strict or compat mode, each in its own venv. The default editable
+    install (an import hook) is invisible to a type checker: the README's reason to name a mode."""
+    _pyright()  # skips (or fails under TRITONML_TYPECHECK=1) before any install without pyright
+    wheels = tmp_path / "wheels"
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                           "--no-build-isolation", "-w", str(wheels), str(ROOT)],
+                          capture_output=True, text=True, timeout=limit(300))
+    assert done.returncode == 0, done.stdout + done.stderr
+    installs = {"wheel": [str(next(wheels.glob("tritonml-*.whl")))],
+                "editable, strict": ["-e", ".", "--config-settings", "editable_mode=strict"],
+                "editable, compat": ["-e", ".", "--config-settings", "editable_mode=compat"],
+                "editable, default": ["-e", "."]}
+    for number, (name, arguments) in enumerate(installs.items()):
+        folder = tmp_path / f"project{number}"
+        folder.mkdir()
+        python = _venv_seeing_torch(tmp_path / f"venv{number}")
+        _pip_install(python, *arguments)
+        errors = _errors_outside(python, folder)
+        if name == "editable, default":
+            assert any('Import "tritonml" could not be resolved' in e["message"] for e in errors)
+        else:
+            assert not errors, f"{name}:\n" + _shown(errors)

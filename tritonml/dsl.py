@@ -8,7 +8,7 @@ the compiled regions.
 """
 from __future__ import annotations
 
-from typing import Any, Literal, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Literal, NoReturn, Optional, Sequence, Tuple, Union, overload
 
 import torch
 from tritonml_autotune.configs import ScanConfig
@@ -63,6 +63,14 @@ def associative_scan(combine_fn: Any, xs: _Tensors, axis: int, *, reverse: bool 
                      config: Optional[ScanConfig] = ..., return_carry: bool,
                      offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...
                      ) -> Any: ...
+# Last: a misspelt keyword matches only here, so type checkers name it in their error.
+@overload
+def associative_scan(combine_fn: Any, xs: _Tensors, axis: int, *, reverse: bool = ...,
+                     exclusive: bool = ..., identity: _Identity = ...,
+                     initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
+                     config: Optional[ScanConfig] = ..., return_carry: bool = ...,
+                     offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...,
+                     **unexpected_keyword: NoReturn) -> Any: ...
 @compiler_disable
 def associative_scan(combine_fn: Any, xs: _Tensors, axis: int, *, reverse: bool = False,
                      exclusive: bool = False, identity: _Identity = None,

@@ -31,7 +31,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import torch
 
-# first: chooses interpreted Triton before triton is imported
+# first: chooses interpreted Triton before any kernel is defined
 from ..core import backend  # noqa: F401
 from ..runtime import trace as _trace
 from ..core import triton_compat as _triton_compat

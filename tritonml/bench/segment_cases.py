@@ -30,6 +30,8 @@ import math
 
 import torch
 
+from ..core import torch_compat as _torch_compat
+
 LENGTH_KINDS = ("short", "long", "power")
 SEGMENT_FUNCTIONS = ("SUM", "AVERAGE", "MAX", "ARGMAX")
 SEGMENT_SCAN = "segment_scan"
@@ -117,7 +119,8 @@ def reference(op: str, x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
 def jagged(x: torch.Tensor, offsets: torch.Tensor, longest: int) -> torch.Tensor:
     """x and its boundaries as a nested tensor of the jagged layout (a view, no copy): how torch
     holds ragged data, made once outside the timed and counted calls, like the offsets."""
-    return torch.nested.nested_tensor_from_jagged(x, offsets, max_seqlen=longest)
+    with _torch_compat.fx_tracing_notice_dropped():  # torch's notice about its own check
+        return torch.nested.nested_tensor_from_jagged(x, offsets, max_seqlen=longest)
 
 
 def padded_run(op: str, dense, inputs: tuple) -> torch.Tensor:

@@ -2,15 +2,19 @@
 
 Triton decides whether ``@triton.jit`` produces compiled or interpreted kernels when a kernel is
 decorated, reading ``TRITON_INTERPRET``; its own standard library (``tl.cumsum`` and friends) is
-decorated when triton is first imported. So the choice has to be made before triton is imported:
+decorated when triton is first imported. So the choice is made before tritonml imports triton:
 this module is imported first by ``tritonml/__init__.py`` and by every kernel module.
 
 Rules:
-- ``TRITON_INTERPRET`` set by the user wins.
+- ``TRITON_INTERPRET`` set by the user wins, then Triton's knob if the user set it in code.
 - Otherwise, with no usable CUDA device, the interpreter is switched on (CPU tensors run the same
   kernels through it); with a CUDA device, kernels are compiled.
-- If triton was already imported in compiled mode on a machine without a GPU, nothing can run:
-  raise an ImportError that says what to do instead of failing later inside Triton.
+- If triton was already imported in compiled mode (torch imports it for ``torch.compile`` and for
+  nested jagged tensors) on a machine without a GPU, the interpreter is switched on all the same:
+  tritonml's kernels are decorated after this choice, so they are interpreted. Only Triton's own
+  standard library (``tl.sum``, ``tl.cumsum``...) was decorated in compiled mode;
+  ``triton_compat.interpreting`` runs those functions through the interpreter during each
+  interpreted launch.
 """
 from __future__ import annotations
 
@@ -36,20 +40,15 @@ def _cuda_usable() -> bool:
 
 def _decide() -> bool:
     requested = _env_flag("TRITON_INTERPRET")
-    has_cuda = _cuda_usable()
-    if "triton" in sys.modules:
-        import triton
-
-        interpreting = bool(triton.knobs.runtime.interpret)
-        if not interpreting and not has_cuda:
-            raise ImportError(
-                "tritonml: triton was imported in compiled mode before tritonml, and this machine has "
-                "no CUDA GPU, so no kernel can run. Import tritonml before triton, or set "
-                "TRITON_INTERPRET=1 in the environment before starting Python.")
-        return interpreting
+    # Triton imported before tritonml: it reads this knob (``TRITON_INTERPRET``, unless set in
+    # code) whenever a function is decorated, so tritonml's kernels follow what is chosen here.
+    knobs = getattr(sys.modules.get("triton"), "knobs", None)
     if requested is None:
-        requested = not has_cuda
+        requested = ((knobs is not None and bool(knobs.runtime.interpret))  # set in code
+                     or not _cuda_usable())
         os.environ["TRITON_INTERPRET"] = "1" if requested else "0"
+    if knobs is not None and bool(knobs.runtime.interpret) != requested:
+        knobs.runtime.interpret = requested
     return requested
 
 

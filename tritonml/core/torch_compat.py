@@ -9,6 +9,8 @@ installed torch lacks.
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 from typing import TYPE_CHECKING
 
 import torch
@@ -97,6 +99,40 @@ def profiler_enabled() -> bool:
 def jagged_ragged_dim(t: torch.Tensor):
     """The ragged dim of a jagged nested tensor (None if this torch does not say)."""
     return getattr(t, "_ragged_idx", None)
+
+
+# ---------------------------------------------------------------------------------------------
+# TorchDynamo, imported when first needed (tritonml/torch_ops/define.py: compiler_disable)
+# ---------------------------------------------------------------------------------------------
+# ``torch.compiler.disable`` imports TorchDynamo (about 1 s); torch.compile imports it before it
+# compiles anything, so what needs it can wait for its import.
+def when_dynamo_imported(hook) -> None:
+    """Call ``hook(module)`` once TorchDynamo (``torch._dynamo``) is imported: now if it is."""
+    import wrapt
+    wrapt.register_post_import_hook(hook, "torch._dynamo")
+
+
+# torch.nested.nested_tensor_from_jagged asks torch.fx whether it is tracing, and torch.fx logs a
+# notice the first time anyone asks ("is_fx_tracing will return true for both fx.symbolic_trace
+# and torch.export...", torch 2.13): about torch's own call, nothing the user wrote. The notice is
+# logged once per process (an lru_cache), so once dropped here it is not logged later either.
+_FX_TRACING_LOGGER = "torch.fx._symbolic_trace"
+_FX_TRACING_NOTICE = "is_fx_tracing will return true"
+
+
+def _not_the_fx_tracing_notice(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith(_FX_TRACING_NOTICE)
+
+
+@contextlib.contextmanager
+def fx_tracing_notice_dropped():
+    """Within: torch.fx's notice about ``is_fx_tracing`` is not logged."""
+    logger = logging.getLogger(_FX_TRACING_LOGGER)
+    logger.addFilter(_not_the_fx_tracing_notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_not_the_fx_tracing_notice)
 
 
 def aot_graph_code(module, make_inputs) -> str:

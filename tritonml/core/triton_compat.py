@@ -18,6 +18,9 @@ Entries:
 - ``current_device``, ``parameter_names``, ``run_compiled``: relaunch an already compiled
   specialization without ``JITFunction.run``'s per-launch argument binding
   (tritonml/runtime/relaunch.py).
+- ``interpreting``: ``@triton.jit`` functions decorated in compiled mode (Triton's standard library
+  when triton was imported before tritonml; a user's combine defined then) run in interpreted
+  launches (tritonml/runtime/trace.py).
 - ``make_language_visible``: a user's combine from a module that imports ``triton`` alone runs
   in the interpreter (tritonml/launchers/state_combine.py, tritonml/launchers/reduction.py).
 """
@@ -27,7 +30,7 @@ import contextlib
 import importlib
 import inspect
 
-# first: chooses compiled or interpreted Triton before triton is imported
+# first: chooses compiled or interpreted Triton before any kernel is defined
 from . import backend as _backend
 
 import triton
@@ -278,6 +281,60 @@ def is_jit_function(value) -> bool:
 
 _JIT_FUNCTION = _private("triton.runtime.jit.JITFunction")
 _INTERPRETED_FUNCTION = _private("triton.runtime.interpreter.InterpretedFunction")
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiled-mode functions called from interpreted kernels
+# ---------------------------------------------------------------------------------------------
+# ``triton.jit`` makes a JITFunction or an InterpretedFunction depending on the interpreter knob
+# when it runs. When triton was imported before tritonml switched the interpreter on (torch imports
+# it for torch.compile and nested jagged tensors), Triton's standard library (``tl.sum``,
+# ``tl.cumsum``, their combines, ``tl.tensor``'s members such as ``x.sum()``) and any function a
+# user decorated then are JITFunctions, whose ``__call__`` only raises "Cannot call @triton.jit'd
+# outside of the scope of a kernel". During an interpreted launch, ``JITFunction.__call__`` runs the
+# function as the InterpretedFunction ``triton.jit`` would have made, and ``tl.tensor``'s
+# JITFunction members are bound as methods; both are put back afterwards, so compiled-mode Triton
+# in the same process (``triton.compile`` for a GPU target) sees Triton unchanged. The functions
+# keep their identity, which the interpreter's numpy fast paths for ``tl.sum``/``tl.cumsum`` test.
+# Checked: 3.6.0, 3.7.1, 3.8.0, 3.9.0 (``triton/runtime/jit.py``: ``JITFunction.__call__``;
+# ``triton/language/core.py``: ``_tensor_member_fn``).
+_as_interpreted: dict = {}
+_compiled_members: list | None = None
+
+
+def _interpreted_call(self, *args, **kwargs):
+    # by id: hashing a JITFunction walks its source for a cache key, which fails mid-launch
+    entry = _as_interpreted.get(id(self))
+    if entry is None:
+        entry = _as_interpreted[id(self)] = (self, _INTERPRETED_FUNCTION(self.fn))
+    return entry[1](*args, **kwargs)
+
+
+def _bound_member(function):
+    def member(*args, **kwargs):
+        return function(*args, **kwargs)
+    return member
+
+
+@contextlib.contextmanager
+def interpreting():
+    """Around an interpreted launch: compiled-mode ``@triton.jit`` functions it calls run through
+    the interpreter. Not thread-safe on its own: interpreted launches take turns
+    (tritonml/runtime/trace.py)."""
+    global _compiled_members
+    if _compiled_members is None:
+        _compiled_members = [(name, value) for name, value in vars(tl.tensor).items()
+                             if isinstance(value, _JIT_FUNCTION)]
+    call = _JIT_FUNCTION.__dict__["__call__"]
+    _JIT_FUNCTION.__call__ = _interpreted_call
+    for name, value in _compiled_members:
+        setattr(tl.tensor, name, _bound_member(value))
+    try:
+        yield
+    finally:
+        _JIT_FUNCTION.__call__ = call
+        for name, value in _compiled_members:
+            setattr(tl.tensor, name, value)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ into its carry-in and scans its shard from it (docs/distributed.md, "The algorit
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Tuple, Union, cast, overload
+from typing import (TYPE_CHECKING, Any, Callable, NoReturn, Optional, Sequence, Tuple, Union, cast,
+                    overload)
 
 import torch
 
@@ -267,6 +268,16 @@ def associative_scan(combine_fn: Callable[..., Any], xs: Sequence[torch.Tensor],
                      timeout: Optional[datetime.timedelta] = ...) -> Tuple[torch.Tensor, ...]: ...
 
 
+# Last: a misspelt keyword matches only here, so type checkers name it in their error.
+@overload
+def associative_scan(combine_fn: Callable[..., Any], xs: _Tensors, axis: int, *,
+                     group: Optional["ProcessGroup"] = ..., reverse: bool = ...,
+                     exclusive: bool = ..., identity: Union[_Scalar, Sequence[_Scalar], None] = ...,
+                     initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
+                     timeout: Optional[datetime.timedelta] = ..., **unexpected_keyword: NoReturn
+                     ) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]: ...
+
+
 def associative_scan(combine_fn: Callable[..., Any], xs: _Tensors, axis: int, *,
                      group: Optional["ProcessGroup"] = None, reverse: bool = False,
                      exclusive: bool = False,
@@ -316,7 +327,7 @@ def associative_scan(combine_fn: Callable[..., Any], xs: _Tensors, axis: int, *,
         maximum.
 
         >>> import torch, torch.distributed as dist
-        >>> import tritonml.distributed as td    # tritonml before triton (it picks the backend)
+        >>> import tritonml.distributed as td
         >>> import triton, triton.language as tl
         >>> @triton.jit
         ... def running_max(a, b):

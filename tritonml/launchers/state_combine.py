@@ -32,7 +32,7 @@ import importlib
 import linecache
 from typing import Optional
 
-# interpreted or compiled Triton, chosen before triton is imported
+# interpreted or compiled Triton, chosen before any kernel is defined
 from ..core import backend as _backend  # noqa: F401
 
 import triton

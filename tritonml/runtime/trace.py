@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 import numpy
 import torch
 
-from ..core import backend as _backend, torch_compat as _torch_compat
+from ..core import backend as _backend, torch_compat as _torch_compat, triton_compat as _triton_compat
 from . import relaunch as _relaunch
 
 __all__ = ["record", "Recorder", "Launch"]
@@ -127,7 +127,7 @@ def launch(kernel: Any, grid: Any, *args: Any, **meta: Any) -> None:
     if _backend.INTERPRET:
         # numpy warns on results the operators define (NaN propagation, overflow to inf, log(0),
         # integer wrap-around); a GPU does not, so neither does an interpreted launch.
-        with _INTERPRETER_LOCK, numpy.errstate(all="ignore"):
+        with _INTERPRETER_LOCK, numpy.errstate(all="ignore"), _triton_compat.interpreting():
             kernel[tuple(grid)](*args, **meta)
     elif (torch.compiler.is_compiling() or _torch_compat.current_dispatch_mode() is not None
           or not _relaunch.launch_compiled(kernel, tuple(grid), args, meta)):

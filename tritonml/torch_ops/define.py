@@ -10,6 +10,7 @@ are the same in both cases.
 """
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar, cast
 
 import torch
@@ -24,11 +25,24 @@ NAMESPACE = "tritonml"
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def compiler_disable(fn: _F) -> _F:
+def compiler_disable(fn: _F, *, reason: str | None = None) -> _F:
     """``torch.compiler.disable(fn)`` (torch.compile runs ``fn`` eagerly: a graph break), typed
     as ``fn`` itself: torch's own annotation loses the signature, so type checkers would see
-    the public functions it wraps as untyped."""
-    return cast(_F, torch.compiler.disable(fn))
+    the public functions it wraps as untyped.
+
+    Made when TorchDynamo is imported, not before: ``torch.compiler.disable`` imports it (about
+    1 s), and nothing can be compiled before it is loaded. Until then ``fn`` is called as is."""
+    disabled: list[Callable[..., Any]] = []
+
+    def make(_dynamo_module=None):
+        disabled.append(torch.compiler.disable(fn, reason=reason))
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        return (disabled[0] if disabled else fn)(*args, **kwargs)
+
+    _torch_compat.when_dynamo_imported(make)
+    return cast(_F, call)
 
 
 # torch's dispatcher would resolve a negative view (``is_neg()``) with a copy before any kernel
@@ -93,15 +107,16 @@ def differentiable(op: CustomOpDef, setup_context: Callable[..., Any],
         # The tangent formula runs eagerly even when reached from compiled code: Dynamo compiling
         # its frames piecewise, on functorch's wrapped tensors in mid-transform, lost tangents
         # (backend="eager", torch 2.13).
-        methods["jvp"] = staticmethod(torch.compiler.disable(jvp))
+        methods["jvp"] = staticmethod(compiler_disable(jvp))
     function = type(name, (torch.autograd.Function,), methods)
 
-    @torch.compiler.disable(reason=f"tritonml.{op._name}: forward-mode AD (torch.func.jvp, "
-                            "jacfwd, forward_ad) runs tritonml's ops eagerly: Dynamo does not "
-                            "trace an autograd.Function with a jvp, and a torch.library op has "
-                            "no forward-mode formula")
     def eager_forward_mode(*args):
         return function.apply(*_packed(args))
+    eager_forward_mode = compiler_disable(
+        eager_forward_mode,
+        reason=f"tritonml.{op._name}: forward-mode AD (torch.func.jvp, jacfwd, forward_ad) runs "
+               "tritonml's ops eagerly: Dynamo does not trace an autograd.Function with a jvp, and "
+               "a torch.library op has no forward-mode formula")
 
     def call(*args):
         # torch.compile traces the op itself (Dynamo cannot trace this Function around it), and

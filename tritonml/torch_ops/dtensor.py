@@ -171,7 +171,8 @@ def _linear_recurrence(gates, tokens, axis, reverse=False, initial=None):
 
 
 def register() -> None:
-    """Give every ``torch.ops.tritonml`` op its DTensor rule (once, at ``import tritonml``)."""
+    """Give every ``torch.ops.tritonml`` op its DTensor rule (once, when torch.distributed.tensor
+    is imported, or at ``import tritonml`` if it already was)."""
     from torch.distributed.tensor import DTensor
     rules = {"reduce": _reduce, "reduce_out": _reduce_out,
              "linear_recurrence": _linear_recurrence}

@@ -46,7 +46,8 @@ def _refuse(**options) -> None:
 
 
 def _rewrap(values: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-    return torch.nested.nested_tensor_from_jagged(values, offsets)
+    with _torch_compat.fx_tracing_notice_dropped():  # torch's notice about its own check
+        return torch.nested.nested_tensor_from_jagged(values, offsets)
 
 
 def scan(ops, x, axis, reverse, exclusive, initial, out, return_carry):

@@ -22,7 +22,7 @@ forward-mode tangent is the recurrence itself over other tokens:
     dh[t]     = gates[t] * dh[t - 1] + (dtokens[t] + dgates[t] * h[t - 1]),  dh[-1] = dinitial
 """
 import contextlib
-from typing import Any, Literal, Optional, Tuple, Union, overload
+from typing import Any, Literal, NoReturn, Optional, Tuple, Union, overload
 
 import torch
 
@@ -112,6 +112,12 @@ def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
 def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
                       reverse: bool = ..., initial: Optional[torch.Tensor] = ...,
                       return_carry: bool) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
+# Last: a misspelt keyword matches only here, so type checkers name it in their error.
+@overload
+def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
+                      reverse: bool = ..., initial: Optional[torch.Tensor] = ...,
+                      return_carry: bool = ..., **unexpected_keyword: NoReturn
+                      ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
 def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
                       reverse: bool = False, initial: Optional[torch.Tensor] = None,
                       return_carry: bool = False

@@ -23,7 +23,7 @@ by calling the launcher eagerly (``eager_carry_call``): a graph break under ``to
 refused with autograd or torch.func transforms.
 """
 import contextlib
-from typing import Any, Callable, Dict, Literal, Optional, Tuple, Union, overload
+from typing import Any, Callable, Dict, Literal, NoReturn, Optional, Tuple, Union, overload
 
 import torch
 from torch.autograd import forward_ad
@@ -298,6 +298,12 @@ def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive
 def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive: bool = ...,
                    initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
                    return_carry: bool) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
+# Last: a misspelt keyword matches only here, so type checkers name it in their error.
+@overload
+def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive: bool = ...,
+                   initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
+                   return_carry: bool = ..., **unexpected_keyword: NoReturn
+                   ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
 def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = False, exclusive: bool = False,
                    initial: Optional[torch.Tensor] = None,
                    out: Optional[torch.Tensor] = None, return_carry: bool = False
@@ -368,6 +374,12 @@ def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclu
 def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive: bool = ...,
                        initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
                        return_carry: bool
+                       ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
+# Last: a misspelt keyword matches only here, so type checkers name it in their error.
+@overload
+def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive: bool = ...,
+                       initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
+                       return_carry: bool = ..., **unexpected_keyword: NoReturn
                        ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
 def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = False,
                        exclusive: bool = False, initial: Optional[torch.Tensor] = None,
