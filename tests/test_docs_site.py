@@ -9,19 +9,30 @@
   nav names exists.
 - With mkdocs installed (the ``docs`` extra), ``mkdocs build --strict`` passes: no broken link, no
   missing reference, no warning from griffe reading the docstrings. .ci/run installs the extra and
-  builds the site too.
+  builds the site too. On the site built once for this module:
+  - every ``docs/<page>.md`` a page or a docstring mentions is a link (outside code), to that page
+    and to the section's heading where one is named;
+  - a function with typing overloads shows one signature, and a line summing up its overloads;
+  - the code blocks of the home page wrap their long lines (docs/stylesheets/code.css);
+  - a link to a page or an anchor that is not there fails the strict build, from a page or from a
+    docstring (a copy of the sources with one of each).
 
-Nothing here needs mkdocs or PyYAML: the directives and the nav are read as text.
+The checks of the reference and the nav need neither mkdocs nor PyYAML: the directives and the nav
+are read as text.
 """
 from __future__ import annotations
 
 import ast
 import importlib
 import importlib.util
+import inspect
 import os
+import posixpath
 import re
+import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -145,15 +156,226 @@ def test_every_page_is_in_the_nav():
     assert not twice, f"pages listed twice in mkdocs.yml's nav: {twice}"
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mkdocs") is None,
-                    reason="needs the docs extra (pip install -e '.[docs]'); .ci/run builds the site")
-def test_the_site_builds_strict(tmp_path):
-    # A subprocess: mkdocs and its plugins are not imported into the test process (warnings are
-    # errors here, and theirs are not tritonml's).
-    result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-        cwd=ROOT, capture_output=True, text=True, timeout=limit(300),
+needs_mkdocs = pytest.mark.skipif(
+    importlib.util.find_spec("mkdocs") is None,
+    reason="needs the docs extra (pip install -e '.[docs]'); .ci/run builds the site")
+
+
+def build_site(source: Path, site: Path) -> subprocess.CompletedProcess:
+    """``mkdocs build --strict`` of the sources in ``source`` into ``site``. A subprocess: mkdocs
+    and its plugins are not imported into the test process (warnings are errors here, and theirs
+    are not tritonml's)."""
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
+        cwd=source, capture_output=True, text=True, timeout=limit(300),
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+
+
+@pytest.fixture(scope="module")
+def site_build(tmp_path_factory):
+    """The repository's site, built once for the tests below: (the build's result, its folder)."""
+    site = tmp_path_factory.mktemp("site") / "site"
+    return build_site(ROOT, site), site
+
+
+@pytest.fixture
+def site(site_build) -> Path:
+    result, folder = site_build
+    assert result.returncode == 0, result.stdout + result.stderr
+    return folder
+
+
+@needs_mkdocs
+def test_the_site_builds_strict(site_build):
+    result, site = site_build
     assert result.returncode == 0, result.stdout + result.stderr
     assert "WARNING" not in result.stderr, result.stderr
-    assert (tmp_path / "site" / "reference" / "tritonml" / "index.html").is_file()
+    assert (site / "reference" / "tritonml" / "index.html").is_file()
+
+
+class _Html(HTMLParser):
+    """One built page: its text outside links and code, its links (href, text) and its ids."""
+
+    _OPAQUE = frozenset({"a", "code", "pre", "script", "style"})
+
+    def __init__(self, text: str):
+        super().__init__()
+        self.open: list[str] = []
+        self.prose: list[str] = []
+        self.links: list[tuple[str, str]] = []
+        self.ids: set[str] = set()
+        self.feed(text)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+        if tag == "a":
+            self.links.append((attrs.get("href") or "", ""))
+        if tag in self._OPAQUE:
+            self.open.append(tag)
+
+    def handle_endtag(self, tag):
+        if tag in self.open:
+            while self.open.pop() != tag:
+                pass
+
+    def handle_data(self, data):
+        if "a" in self.open and self.links:
+            href, text = self.links[-1]
+            self.links[-1] = (href, text + data)
+        if not self.open:
+            self.prose.append(data)
+
+
+def built_pages(site: Path) -> dict[str, _Html]:
+    """The site's pages by URL path ("dsl/", "reference/tritonml/")."""
+    return {("" if path.parent == site else path.parent.relative_to(site).as_posix() + "/"):
+            _Html(path.read_text(encoding="utf-8")) for path in sorted(site.rglob("index.html"))}
+
+
+_PAGE_MENTION = re.compile(r"docs/[\w./-]+\.md")
+
+
+@needs_mkdocs
+def test_no_page_is_named_in_plain_text_on_the_site(site):
+    # A docs/<page>.md outside a link and outside code: a cross-reference a reader cannot follow.
+    plain = {url or "index": found for url, page in built_pages(site).items()
+             if (found := sorted(set(_PAGE_MENTION.findall(" ".join(page.prose)))))}
+    assert not plain, ("pages naming docs/<page>.md without a link (a page of docs/ writes "
+                       f"[docs/x.md](x.md); a docstring's mention is linked on the site): {plain}")
+
+
+@needs_mkdocs
+def test_every_link_named_for_a_page_goes_to_that_page_and_section(site):
+    pages = built_pages(site)
+    checked, wrong = 0, []
+    for url, page in pages.items():
+        for href, text in page.links:
+            named = re.fullmatch(r"docs/([\w-]+)\.md", text.strip())
+            if named is None:
+                continue
+            checked += 1
+            path, _, anchor = href.partition("#")
+            target = posixpath.normpath(posixpath.join("/" + url, path)).lstrip("/") + "/"
+            if target != f"{named[1]}/" or (anchor and anchor not in pages[target].ids):
+                wrong.append(f"{url or 'index'}: {text} -> {href}")
+    # Docstrings' mentions are among them: mkdocs checks their pages but not their anchors.
+    reference = [href for href, text in pages["reference/tritonml/"].links
+                 if text.startswith("docs/")]
+    assert any("#" in href for href in reference), reference
+    assert checked > 50 and not wrong, wrong
+
+
+def _overloaded_in(path: Path) -> set[str]:
+    """The names the module at ``path`` declares with ``typing.overload`` stubs."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                (d.id if isinstance(d, ast.Name) else getattr(d, "attr", None)) == "overload"
+                for d in node.decorator_list):
+            names.add(node.name)
+    return names
+
+
+def is_overloaded(identifier: str) -> bool:
+    """Whether the public function ``identifier`` (``tritonml.cumulative_sum``) has overload stubs
+    where it is defined."""
+    module, _, name = identifier.rpartition(".")
+    func = inspect.unwrap(getattr(importlib.import_module(module), name))
+    if not inspect.isfunction(func):
+        return False      # a @triton.jit function of tritonml.kernels.combine
+    return func.__name__ in _overloaded_in(Path(inspect.getsourcefile(func)))
+
+
+@needs_mkdocs
+def test_a_function_shows_one_signature_and_its_overloads_in_a_line(site):
+    overloaded = []
+    for html in sorted((site / "reference").rglob("index.html")):
+        text = html.read_text(encoding="utf-8")
+        sections = re.split(r'(?=<h2 id="[\w.]+" class="doc doc-heading">)', text)
+        for section in sections[1:]:
+            identifier = re.match(r'<h2 id="([\w.]+)"', section)[1]
+            if "doc-symbol-function" not in section.partition("</h2>")[0]:
+                continue      # a class, an attribute, a module
+            assert section.count("doc-signature") == 1 and "doc-overloads" not in section, (
+                f"{identifier}: one signature, not one per overload")
+            if is_overloaded(identifier):
+                overloaded.append(identifier)
+                assert "<strong>Overloads:</strong>" in section, f"{identifier}: no overloads line"
+    assert "tritonml.cumulative_sum" in overloaded and len(overloaded) >= 5, overloaded
+
+
+@needs_mkdocs
+def test_long_code_lines_on_the_home_page_wrap(site):
+    home = (site / "index.html").read_text(encoding="utf-8")
+    assert 'href="stylesheets/code.css"' in home
+    css = (site / "stylesheets" / "code.css").read_text(encoding="utf-8")
+    rule = re.search(r"^(?P<selector>[^{}/]+)\{(?P<body>[^}]*white-space:\s*pre-wrap[^}]*)\}",
+                     css, re.MULTILINE)
+    assert rule and '.highlight[class*="language-"]:not(.language-text)' in rule["selector"], css
+    blocks = re.findall(r'<div class="([^"]*\bhighlight\b[^"]*)">', home)
+    # Every block of the home page has a language, so its long lines wrap (the install command).
+    assert blocks and all(re.search(r"\blanguage-(?!text\b)", b) for b in blocks), blocks
+
+
+@needs_mkdocs
+def test_a_broken_link_fails_the_strict_build(tmp_path):
+    # A copy of what the site is built from, with a link to a missing anchor in a page and a
+    # docstring naming a missing page: each must fail the build on its own line.
+    copy = tmp_path / "src"
+    copy.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__")
+    for name in ("docs", "tritonml"):
+        shutil.copytree(ROOT / name, copy / name, ignore=ignore)
+    for name in ("mkdocs.yml", "tritonml_cli.py"):
+        shutil.copy(ROOT / name, copy / name)
+    # mkdocs.yml watches autotune/; griffe reads tritonml_autotune where Python finds it.
+    (copy / "autotune").symlink_to(ROOT / "autotune", target_is_directory=True)
+    page = copy / "docs" / "segments.md"
+    text = page.read_text(encoding="utf-8")
+    assert "](dsl.md)" in text
+    page.write_text(text.replace("](dsl.md)", "](dsl.md#no-such-section)", 1), encoding="utf-8")
+    module = copy / "tritonml" / "torch_ops" / "scan.py"
+    text = module.read_text(encoding="utf-8")
+    assert "See docs/semantics.md for dtypes" in text
+    module.write_text(text.replace("See docs/semantics.md for dtypes",
+                                   "See docs/no_such_page.md for dtypes", 1), encoding="utf-8")
+    result = build_site(copy, tmp_path / "site")
+    assert result.returncode != 0, result.stderr
+    assert "'segments.md' contains a link 'dsl.md#no-such-section'" in result.stderr, result.stderr
+    assert "contains a link '/no_such_page.md'" in result.stderr, result.stderr
+
+
+def _hook(name: str):
+    """A module of docs/hooks/ (the griffe extensions), loaded from its file."""
+    spec = importlib.util.spec_from_file_location(name, DOCS / "hooks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(importlib.util.find_spec("griffe") is None, reason="needs the docs extra")
+def test_a_docstrings_page_mentions_become_links_outside_code():
+    links = _hook("griffe_page_links")
+    text = ('Runs as before (docs/dsl.md, "Scanning\nin chunks"); docs/torch.md for autograd.\n'
+            "See ``docs/dsl.md`` and [docs/reduce.md](/reduce.md).\n\n"
+            "Examples:\n    >>> print('docs/dsl.md')\n    docs/dsl.md\n")
+    assert links.link_mentions(text) == (
+        'Runs as before ([docs/dsl.md](/dsl.md#scanning-in-chunks), "Scanning\nin chunks"); '
+        "[docs/torch.md](/torch.md) for autograd.\n"
+        "See ``docs/dsl.md`` and [docs/reduce.md](/reduce.md).\n\n"
+        "Examples:\n    >>> print('docs/dsl.md')\n    docs/dsl.md\n")
+    # A section named by the part of its heading before the colon.
+    assert links.link_mentions('docs/semantics.md, "Moments"').startswith(
+        "[docs/semantics.md](/semantics.md#moments-nan-and-infinities-in-a-mean-and-a-variance)")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("griffe") is None, reason="needs the docs extra")
+def test_a_docstrings_section_that_is_no_heading_is_a_warning(caplog):
+    # A renamed heading: the strict build fails on the warning, naming the docstring.
+    links = _hook("griffe_page_links")
+    with caplog.at_level("WARNING"):
+        text = links.link_mentions('(docs/dsl.md, "No such section")', "tritonml.example")
+    assert text == '([docs/dsl.md](/dsl.md), "No such section")'
+    assert "tritonml.example: docs/dsl.md has no section 'No such section'" in caplog.text

@@ -8,7 +8,7 @@ splits, its SPMD protocol (only per-rank states cross the network); along any ot
 runs the op on its local shard and the result keeps the input's placements. ``Partial``
 placements are made ``Replicate`` first (a redistribute), except where the op writes its input or
 ``out`` in place. The public functions call these ops on DTensors, so they take DTensors too
-(docs/distributed.md, "DTensor through tritonml's ops").
+(docs/distributed.md, "DTensor through tritonml's own functions and ops").
 
 Only ``register()`` touches ``torch.distributed``; ``tritonml.distributed`` is imported on the
 first DTensor call.
