@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import sys
 
@@ -40,6 +41,8 @@ DEFAULT_FEATURE_LEVEL = "5_0"  # the highest the operators' pages document
 DEFAULT_MAX_ELEMENTS = 1 << 20
 DEFAULT_BENCH_OUTPUT = "bench-results"
 BENCH_FILES = ("bench.csv", "bench.json", "bench.md")
+# What brings matplotlib, which draws tritonml bench's plots: pyproject's ``bench`` extra.
+PLOTS_EXTRA = "pip install 'tritonml[bench]'"
 
 # Shown by --help: plain text (module docstrings are RST, for readers of the code).
 DESCRIPTION = ("DirectML's cumulative sum, cumulative product and reduce operators as Triton "
@@ -56,7 +59,8 @@ BENCH_DESCRIPTION = (
     "modeled GPU time everywhere (kernels run in Triton's interpreter on a CPU); on a CUDA GPU "
     "also do_bench timings against torch eager and torch.compile. Writes bench.csv, bench.json, "
     "bench.md and PNG plots to --output (a folder, created if missing; files of those names in it "
-    "are replaced). See docs/performance.md.")
+    f"are replaced). The plots need matplotlib ({PLOTS_EXTRA}); without it the command says so "
+    "in one line and writes the rest. See docs/performance.md.")
 
 
 class UsageError(ValueError):
@@ -141,6 +145,22 @@ def check_bench(args) -> None:
     names(args.dtypes, BENCH_DTYPES, "--dtypes")
     check_target(args.target)
     check_output_folder(args.output)
+    check_plots(args)
+
+
+def plots_available() -> bool:
+    """Whether matplotlib, which draws the plots, is installed (looked up, not imported)."""
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def check_plots(args) -> None:
+    """Without matplotlib, plots are turned off before anything runs, in one line on stderr: the
+    tables are the run's result, and minutes of counting should not end in an ImportError."""
+    if args.no_plots or args.count_only or plots_available():
+        return
+    args.no_plots = True
+    print(f"tritonml bench: matplotlib is not installed, so no PNG plots ({PLOTS_EXTRA} brings "
+          f"them); writing {', '.join(BENCH_FILES)}", file=sys.stderr)
 
 
 def check_tune(args) -> None:
@@ -184,7 +204,9 @@ def add_bench_arguments(parser) -> None:
                              "shape (default %(default)s)")
     parser.add_argument("--no-compile", action="store_true",
                         help="skip the sm_90 compilation (compiled-code facts)")
-    parser.add_argument("--no-plots", action="store_true", help="write no PNG plots")
+    parser.add_argument("--no-plots", action="store_true",
+                        help="write no PNG plots (they need matplotlib: "
+                             f"{PLOTS_EXTRA}; without it they are left out with a notice)")
     parser.add_argument("--dry-run-timing", action="store_true",
                         help="run the GPU timing code on the CPU (numbers meaningless)")
     parser.add_argument("--output", metavar="DIR", default=DEFAULT_BENCH_OUTPUT,

@@ -7,13 +7,18 @@ import csv
 import json
 import math
 import os
+import subprocess
+import sys
+from collections import Counter
 
 import pytest
 import torch
 
 import tritonml  # first: chooses interpreted Triton on a machine without CUDA
+import tritonml_cli
 from tritonml import cli
 from tritonml.bench import cases, run
+from tests.timing import limit
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="bytes are counted in Triton's "
                                                                  "interpreter")
@@ -189,12 +194,89 @@ def test_a_cpu_run_shows_no_empty_timing_bar(tmp_path, capsys):
     assert "timing" not in err
 
 
-def test_plot_labels_lie_inside_the_png(tmp_path, monkeypatch):
-    """Every bar's label, measured by matplotlib's renderer at the dpi the PNG is saved at, lies
-    within the figure (long labels used to lose their first letters)."""
+# An environment without matplotlib (tritonml installed without the ``bench`` extra): the import
+# system answers as it does where matplotlib was never installed (no module of that name).
+WITHOUT_MATPLOTLIB = """
+import sys
+for name in [m for m in sys.modules if m.split(".")[0] == "matplotlib"]:
+    del sys.modules[name]
+sys.modules["matplotlib"] = None
+import tritonml_cli
+sys.exit(tritonml_cli.main(sys.argv[1:]))
+"""
+
+
+def test_bench_without_matplotlib_writes_the_tables_and_says_so_in_one_line(tmp_path):
+    """No traceback after the work: plots are turned off first, in one line naming the extra."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
+    directory = tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MATPLOTLIB, "bench", "--quick", "--cases", "reduce-rows",
+         "--dtypes", "float32", "--no-compile", "--output", str(directory)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=limit(300))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+    assert "No module named" not in done.stderr
+    lines = done.stderr.replace("\r", "\n").splitlines()
+    # The notice comes before any work (the counting bar follows it), and is the only mention.
+    assert "matplotlib is not installed" in lines[0] and "pip install 'tritonml[bench]'" in lines[0]
+    assert sum("tritonml[bench]" in line for line in lines) == 1, lines
+    assert sorted(p.name for p in directory.iterdir()) == ["bench.csv", "bench.json", "bench.md"]
+    with open(directory / "bench.csv", newline="") as f:
+        (row,) = csv.DictReader(f)
+    assert (row["entry"], row["dtype"], row["status"]) == ("reduce-rows", "float32", "ok")
+    assert done.stdout == (directory / "bench.md").read_text()
+
+
+@pytest.mark.parametrize("options, notice", [([], True), (["--no-plots"], False)])
+def test_missing_matplotlib_turns_the_plots_off_before_anything_runs(tmp_path, capsys,
+                                                                     monkeypatch, options, notice):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    args = cli.build_parser().parse_args(["bench", "--output", str(tmp_path / "out"), *options])
+    args.check(args)
+    assert args.no_plots
+    err = capsys.readouterr().err
+    assert err.count("\n") == int(notice) and ("tritonml[bench]" in err) == notice
+
+
+def test_bench_help_names_the_extra_that_brings_the_plots(capsys):
+    with pytest.raises(SystemExit):
+        tritonml_cli.main(["bench", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "pip install 'tritonml[bench]'" in help_text
+    assert help_text.count("matplotlib") >= 2   # the description and --no-plots
+
+
+@pytest.mark.source_tree
+def test_readme_names_the_extra_that_brings_the_plots():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(root, "README.md")) as f:
+        assert "pip install 'tritonml[bench]'" in f.read()
+
+
+def _suite_rows() -> list:
+    """A measured row for every (entry, op, dtype) of the suite, each with its own bytes and
+    modeled ratios (tritonml's just above 1, the padded baselines 10 to 30 x) and timings."""
+    rows = []
+    for i, (entry, op, dtype) in enumerate((e, o, d) for e in cases.SUITE for o in e.ops
+                                           for d in e.dtypes):
+        padded = entry.group == "padded"
+        rows.append({"status": "ok", "entry": entry.name, "group": entry.group, "op": op,
+                     "dtype": cases.dtype_text(dtype),
+                     "bytes_ratio": (10 if padded else 1) + i / 1000,
+                     "modeled_ratio": (20 if padded else 1.001) + i / 1000,
+                     "ideal_bytes_timed": 2 ** (16 + i % 8), "timing": "synthetic",
+                     "tritonml_gbps": 100.0 + i, "eager_gbps": 50.0 + i, "compile_gbps": 70.0 + i,
+                     "copy_gbps": 300.0})
+    return rows
+
+
+def _figures(tmp_path, monkeypatch, rows) -> list:
+    """plots(rows): each figure saved, as (figure, its panels, dpi); the panels are the visible
+    axes, top to bottom."""
     import matplotlib
     matplotlib.use("Agg")
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     from tritonml.bench import output
@@ -203,28 +285,113 @@ def test_plot_labels_lie_inside_the_png(tmp_path, monkeypatch):
     real_savefig = Figure.savefig
 
     def savefig(fig, path, *args, **kwargs):
-        saved.append((fig, kwargs.get("dpi", fig.dpi)))
+        saved.append((os.path.basename(path), fig, kwargs.get("dpi", fig.dpi)))
         return real_savefig(fig, path, *args, **kwargs)
 
     monkeypatch.setattr(Figure, "savefig", savefig)
-    longest = max(cases.SUITE, key=lambda e: len(e.name) + max(map(len, e.ops)))
-    rows = [{"status": "ok", "entry": entry.name, "group": entry.group, "op": op,
-             "dtype": cases.dtype_text(dtype), "bytes_ratio": 1.0 + i / 100,
-             "modeled_ratio": 1.1}
-            for i, (entry, op, dtype) in enumerate(
-                [(e, o, d) for e in (cases.SUITE[0], longest) for o in e.ops[:2]
-                 for d in e.dtypes] * 8)]
-    assert len(output.plots(str(tmp_path), rows, "H100")) == 2 == len(saved)
-    for fig, dpi in saved:
-        fig.set_dpi(dpi)
-        canvas = FigureCanvasAgg(fig)  # the PNG's renderer (plots closed the figure's own)
-        canvas.draw()
-        renderer = canvas.get_renderer()
-        labels = [t for t in fig.axes[0].get_yticklabels() if t.get_text()]
-        assert len(labels) == len(rows)
-        for label in labels:
-            box = label.get_window_extent(renderer)
-            assert 0 <= box.x0 and box.x1 <= fig.bbox.width, (label.get_text(), box)
+    paths = output.plots(str(tmp_path), rows, "H100")
+    assert [os.path.basename(p) for p in paths] == [name for name, _, _ in saved]
+    return saved
+
+
+def _panel_titles(fig) -> list:
+    """The first word of each visible panel's title, top to bottom."""
+    return [" ".join(ax.get_title(loc="left").split()[:1]).rstrip(",") for ax in fig.axes
+            if ax.get_visible()]
+
+
+def _rendered(fig, dpi):
+    """The renderer the PNG was drawn with (plots closed the figure's own canvas)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig.set_dpi(dpi)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def test_plot_labels_lie_inside_the_png(tmp_path, monkeypatch):
+    """Every text of every figure (tick labels, titles, the legend), measured by matplotlib's
+    renderer at the dpi the PNG is saved at, lies within the figure (long labels used to lose
+    their first letters), and is at least 7 points: the PNGs are 880 px wide, the width README.md
+    shows them at, and are read there unscaled."""
+    from matplotlib.text import Text
+
+    saved = _figures(tmp_path, monkeypatch, _suite_rows())
+    assert [name for name, _, _ in saved] == ["bench_bytes.png", "bench_modeled.png",
+                                              "bench_gbps.png"]
+    for name, fig, dpi in saved:
+        renderer = _rendered(fig, dpi)
+        assert fig.bbox.width == 880
+        # Tick labels are Text objects for ticks outside the view too, which are not drawn.
+        undrawn = {id(t) for ax in fig.axes for axis, (low, high) in (
+            (ax.xaxis, sorted(ax.get_xlim())), (ax.yaxis, sorted(ax.get_ylim())))
+            for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+            if not low <= tick.get_loc() <= high for t in (tick.label1, tick.label2)}
+        texts = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text()
+                 and id(t) not in undrawn]
+        assert len(texts) > 20
+        for text in texts:
+            box = text.get_window_extent(renderer)
+            assert 0 <= box.x0 and box.x1 <= fig.bbox.width, (name, text.get_text(), box)
+            assert 0 <= box.y0 and box.y1 <= fig.bbox.height, (name, text.get_text(), box)
+            assert text.get_fontsize() >= 7, (name, text.get_text())
+
+
+def test_the_ratio_figures_show_each_family_with_the_padded_rows_as_baselines(tmp_path,
+                                                                              monkeypatch):
+    """One panel per family; one labelled line per entry (and op, where it has several); every
+    tritonml row drawn once at its value; each padded row a hollow marker on its segment peer's
+    line, not a line of its own, on a log axis; the other panels zoomed near 1 (a linear axis
+    reaching the baselines' 20 x left the tritonml rows as slivers); a legend naming the dtypes,
+    the ideal, the target and the baseline."""
+    rows = _suite_rows()
+    by_name = {name: (fig, dpi) for name, fig, dpi in _figures(tmp_path, monkeypatch, rows)}
+    ours = [r for r in rows if r["group"] != "padded"]
+    padded = [r for r in rows if r["group"] == "padded"]
+    # Lines, from the suite: an entry with several ops has a line per op.
+    lines = sum(len(e.ops) if len(e.ops) > 1 else 1 for e in cases.SUITE if e.group != "padded")
+    for name, column, bound in (("bench_bytes.png", "bytes_ratio", 1.05),
+                                ("bench_modeled.png", "modeled_ratio", 1.25)):
+        fig, dpi = by_name[name]
+        panels = [ax for ax in fig.axes if ax.get_visible()]
+        assert _panel_titles(fig) == ["cumulative_sum", "reduce", "linear_recurrence",
+                                      "segment_reduce"]
+        labels = [t.get_text() for ax in panels for t in ax.get_yticklabels()]
+        assert len(labels) == lines and not any("padded" in label for label in labels)
+        drawn = {"tritonml": [], "baseline": []}
+        for ax in panels:
+            for collection in ax.collections:
+                for x, y in collection.get_offsets():
+                    drawn[collection.get_gid()].append((float(x), float(y), ax))
+        assert Counter(round(x, 9) for x, _, _ in drawn["tritonml"]) == Counter(
+            round(r[column], 9) for r in ours)
+        assert sorted(round(x, 9) for x, _, _ in drawn["baseline"]) == sorted(
+            round(r[column], 9) for r in padded)
+        at = {round(x, 9): (y, ax) for x, y, ax in drawn["tritonml"]}
+        for r in padded:
+            (peer,) = [o for o in ours if (o["entry"], o["op"]) == (
+                "segment" + r["entry"][len("padded"):], r["op"])]
+            (y, ax), = [(y, ax) for x, y, ax in drawn["baseline"] if round(x, 9) == round(
+                r[column], 9)]
+            assert at[round(peer[column], 9)] == (y, ax)   # on its peer's line, in its panel
+        for ax in panels:
+            if ax is drawn["baseline"][0][2]:
+                assert ax.get_xscale() == "log"
+            else:
+                assert ax.get_xscale() == "linear" and ax.get_xlim()[1] < bound + 0.2
+        (legend,) = fig.legends
+        entries = [t.get_text() for t in legend.get_texts()]
+        assert entries[:5] == ["float32", "float16", "bfloat16", "int32", "int8"]
+        assert "ideal (1)" in entries and f"target {bound:g}" in entries
+        assert any(e.startswith("padded to the longest segment") for e in entries)
+    fig, _ = by_name["bench_gbps.png"]
+    assert _panel_titles(fig) == ["cumulative_sum", "reduce", "linear_recurrence",
+                                  "segment_reduce"]
+    (legend,) = fig.legends
+    entries = [t.get_text() for t in legend.get_texts()]
+    assert entries[:3] == ["tritonml", "torch eager", "torch.compile"]
+    assert entries[-1].startswith("Tensor.copy_")
 
 
 @pytest.mark.parametrize("regime", ["chunked", "rows"])

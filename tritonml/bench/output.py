@@ -4,6 +4,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import statistics
 
 # CSV columns, in order; a row lacks the timing columns where nothing was timed (left empty).
 COLUMNS = (
@@ -106,75 +107,245 @@ def markdown(environment: dict, rows: list) -> str:
     return "\n".join(lines) + "\n"
 
 
+# ---------------------------------------------------------------------------------------------
+# Plots. matplotlib (pyproject's ``bench`` extra) is imported inside the functions that draw, with
+# the Agg backend: the tables above need none of it, and ``tritonml bench`` runs without it.
+# ---------------------------------------------------------------------------------------------
 PNG_DPI = 110
+# 8 in at 110 dpi is 880 px, about the width README.md and the docs site show the figures at: the
+# figures are laid out, and their text sized, to be read there unscaled.
+FIGURE_WIDTH = 8.0
+FONT_SIZE = 7.5
+LINE_HEIGHT = 0.17        # inches per labelled line of a panel
+PANEL_HEIGHT = 0.5        # inches per panel for its title and axis
+HEADER_HEIGHT = 0.75      # inches for the figure's title and legend
+
+# One panel per family of the suite (a group of entries), in this order; a group not named here
+# gets a panel after these, titled by its name.
+FAMILY_TITLES = {"scan": "cumulative_sum", "reduce": "reduce (SUM where no op is named)",
+                 "recurrence": "linear_recurrence", "segment": "segment_reduce, segment_scan"}
+# Groups that are baselines rather than tritonml's own ops: each row is drawn on the line of its
+# peer in another family (the entry named with that family's prefix, the same op and dtype) as a
+# reference marker, so a baseline 20 x the ideal neither gets a line nor sets a linear axis.
+BASELINES = {"padded": ("segment", "padded to the longest segment (no segment op)")}
+DTYPE_STYLES = {"float32": ("tab:blue", "o"), "float16": ("tab:orange", "s"),
+                "bfloat16": ("tab:green", "^"), "int32": ("tab:purple", "D"),
+                "int8": ("tab:brown", "v")}
+OTHER_DTYPE_STYLE = ("tab:gray", "P")
+BASELINE_COLOR = "dimgray"
+BASELINE_MARKER = "o"
+# A panel whose values span more than this ratio gets a log axis (the baselines' panel does).
+LOG_SPAN = 3.0
 
 
-def _label(row) -> str:
-    return f"{row['entry']} {row['op'] if row['group'] != 'scan' else ''} {row['dtype']}".replace(
-        "  ", " ")
+def families(rows: list) -> dict:
+    """The rows by family and line: ``{group: {label: ([tritonml rows], [baseline rows])}}``, in
+    the order drawn. A line is one entry (and op, where the entry has several); its label is the
+    entry's name without the group's prefix. Baseline rows join their peer's family and line."""
+    ops = {}
+    for r in rows:
+        ops.setdefault(r["entry"], set()).add(r["op"])
+    found: dict = {}
+    for r in rows:
+        group, entry = r["group"], r["entry"]
+        baseline = group in BASELINES
+        if baseline:
+            family = BASELINES[group][0]
+            if entry.startswith(group + "-"):
+                entry = family + entry[len(group):]
+            group = family
+        name = entry[len(group) + 1:] if entry.startswith(group + "-") else entry
+        label = f"{name} {r['op']}" if len(ops[r["entry"]]) > 1 else name
+        line = found.setdefault(group, {}).setdefault(label, ([], []))
+        line[1 if baseline else 0].append(r)
+    order = list(FAMILY_TITLES)
+    return dict(sorted(found.items(),
+                       key=lambda item: order.index(item[0]) if item[0] in order else len(order)))
+
+
+def _style(dtype: str) -> tuple:
+    return DTYPE_STYLES.get(dtype, OTHER_DTYPE_STYLE)
+
+
+def _legend(fig, title: str, handles: list, columns: int) -> None:
+    """The figure's one legend, above the panels, under the figure's title (a suptitle beside an
+    outside legend overlaps it in constrained layout)."""
+    fig.legend(handles=handles, loc="outside upper center", ncol=min(len(handles), columns),
+               fontsize=FONT_SIZE, frameon=False, handletextpad=0.4, columnspacing=1.5,
+               title=title, title_fontsize=FONT_SIZE + 2, alignment="center")
+
+
+def _log_ticks(ax, low: float, high: float) -> None:
+    ax.set_xscale("log")
+    ticks = [t for t in (1, 1.5, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000) if low <= t <= high]
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
 
 
 def ratio_figure(measured: list, column: str, bound: float, title: str):
-    """One horizontal bar per row: ``row[column]`` against ``bound``, labelled by entry, op, dtype."""
+    """``row[column]`` of every measured row against 1 (the ideal) and ``bound`` (the target): one
+    panel per family, one line per entry (and op), its dtypes stacked a little apart on it (equal
+    values stay visible); a baseline row is a hollow marker on its peer's line, joined to it and
+    labelled with its value."""
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
+    grouped = families(measured)
+    heights = [len(lines) * LINE_HEIGHT + PANEL_HEIGHT for lines in grouped.values()]
     # Laid out at the dpi it is saved at: text widths do not scale exactly with dpi, and labels
     # laid out at another dpi overran the left edge.
-    fig, ax = plt.subplots(figsize=(8, 0.22 * len(measured) + 1.2), dpi=PNG_DPI)
-    colors = ["tab:blue" if r["group"] == "scan" else "tab:green" if r["group"] == "reduce"
-              else "tab:purple" for r in measured]
-    values = [r[column] for r in measured]
-    ax.barh(range(len(measured)), values, color=colors)
-    # Zoomed on the bound: every value is at least ~1, the interest is how far above.
-    ax.set_xlim(0.9, max(max(values), bound) * 1.05)
-    ax.axvline(bound, color="tab:red", linestyle="--", label=f"target {bound}")
-    ax.axvline(1.0, color="black", linewidth=0.8)
-    ax.set_yticks(range(len(measured)), [_label(r) for r in measured], fontsize=6)
-    ax.invert_yaxis()
-    ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
+    fig, axes = plt.subplots(len(grouped), 1, figsize=(FIGURE_WIDTH, sum(heights) + HEADER_HEIGHT),
+                             dpi=PNG_DPI, layout="constrained", height_ratios=heights,
+                             squeeze=False)
+    values = {group: [r[column] for ours, base in lines.values() for r in ours + base]
+              for group, lines in grouped.items()}
+    logged = {group: min(v) > 0 and max(v) / min(v) > LOG_SPAN for group, v in values.items()}
+    # The linear panels share one range, zoomed on [1, bound]: every value is at least ~1, the
+    # interest is how far above, and one range lets the panels be compared at a glance.
+    linear = [v for group, vs in values.items() if not logged[group] for v in vs] + [1.0, bound]
+    span = max(linear) - min(linear)
+    linear_range = (min(linear) - 0.06 * span, max(linear) + 0.06 * span)
+    drawn_baselines = False
+    for ax, (group, lines) in zip(axes[:, 0], grouped.items()):
+        points: dict = {}
+        for y, (ours, base) in enumerate(lines.values()):
+            dtypes = list(dict.fromkeys(r["dtype"] for r in ours + base))
+            step = min(0.2, 0.7 / len(dtypes))
+            at = {d: y + (k - (len(dtypes) - 1) / 2) * step for k, d in enumerate(dtypes)}
+            for r in ours:
+                points.setdefault(r["dtype"], []).append((r[column], at[r["dtype"]]))
+            for b in base:
+                peer = next((r for r in ours if (r["op"], r["dtype"]) == (b["op"], b["dtype"])),
+                            None)
+                y_b = at[b["dtype"]]
+                if peer is not None:
+                    ax.plot([peer[column], b[column]], [y_b, y_b], color=BASELINE_COLOR,
+                            linewidth=0.6, zorder=2)
+                ax.scatter([b[column]], [y_b], s=18, marker=BASELINE_MARKER, zorder=3,
+                           facecolors="none", edgecolors=BASELINE_COLOR, linewidths=0.9,
+                           gid="baseline")
+                ax.annotate(f"{b[column]:.3g}", (b[column], y_b), xytext=(4, 0),
+                            textcoords="offset points", va="center", fontsize=FONT_SIZE - 0.5,
+                            color=BASELINE_COLOR)
+                drawn_baselines = True
+        for dtype, xy in points.items():
+            color, marker = _style(dtype)
+            ax.scatter(*zip(*xy), s=16, marker=marker, color=color, zorder=4, label=dtype,
+                       gid="tritonml", linewidths=0)
+        ax.axvline(1.0, color="black", linewidth=0.8, zorder=1)
+        ax.axvline(bound, color="tab:red", linestyle="--", linewidth=0.9, zorder=1)
+        if logged[group]:
+            low, high = min(values[group] + [1.0]) / 1.1, max(values[group]) * 1.6
+            ax.set_xlim(low, high)
+            _log_ticks(ax, low, high)
+        else:
+            ax.set_xlim(*linear_range)
+        ax.set_yticks(range(len(lines)), list(lines), fontsize=FONT_SIZE)
+        ax.set_ylim(len(lines) - 0.4, -0.6)
+        ax.tick_params(axis="x", labelsize=FONT_SIZE)
+        ax.grid(axis="x", color="0.9", linewidth=0.6)
+        ax.set_axisbelow(True)
+        ax.set_title(f"{FAMILY_TITLES.get(group, group)}{' (log axis)' if logged[group] else ''}",
+                     fontsize=FONT_SIZE + 1, loc="left")
+    handles = [Line2D([], [], linestyle="", marker=_style(d)[1], color=_style(d)[0], label=d)
+               for d in dict.fromkeys(r["dtype"] for r in measured)]
+    handles += [Line2D([], [], color="black", linewidth=0.8, label="ideal (1)"),
+                Line2D([], [], color="tab:red", linestyle="--", linewidth=0.9,
+                       label=f"target {bound:g}")]
+    if drawn_baselines:
+        baseline_groups = dict.fromkeys(r["group"] for r in measured if r["group"] in BASELINES)
+        handles += [Line2D([], [], linestyle="", marker=BASELINE_MARKER, markerfacecolor="none",
+                           markeredgecolor=BASELINE_COLOR, label=BASELINES[group][1])
+                    for group in baseline_groups]
+    _legend(fig, title, handles, 4)
+    return fig
+
+
+# The timed figure's series: who, its label, its marker, filled or hollow.
+TIMED_SERIES = (("tritonml", "tritonml", "o", True), ("eager", "torch eager", "s", False),
+                ("compile", "torch.compile", "^", False))
+
+
+def gbps_figure(timed: list):
+    """GB/s against size, one panel per family: tritonml, torch eager and torch.compile on the
+    same rows, a baseline's torch eager where there is one, and ``Tensor.copy_`` of the same bytes
+    (the bandwidth a memory-bound op can reach) as a line."""
+    import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
+
+    grouped = families(timed)
+    columns = min(2, len(grouped))
+    rows_of_panels = -(-len(grouped) // columns)
+    fig, axes = plt.subplots(rows_of_panels, columns, dpi=PNG_DPI, layout="constrained",
+                             figsize=(FIGURE_WIDTH, 2.6 * rows_of_panels + HEADER_HEIGHT),
+                             squeeze=False)
+    colors = {"tritonml": "tab:blue", "eager": "tab:orange", "compile": "tab:green"}
+    baselines = []
+    for ax, (group, lines) in zip(axes.flat, grouped.items()):
+        ours = [r for rows, _ in lines.values() for r in rows]
+        base = [r for _, rows in lines.values() for r in rows]
+        for who, label, marker, filled in TIMED_SERIES:
+            points = [(r["ideal_bytes_timed"], r[f"{who}_gbps"]) for r in ours
+                      if r.get(f"{who}_gbps") is not None]
+            if points:
+                ax.scatter(*zip(*points), s=16, marker=marker, label=label, linewidths=0.9,
+                           color=colors[who] if filled else "none", edgecolors=colors[who],
+                           zorder=3)
+        points = [(r["ideal_bytes_timed"], r["eager_gbps"]) for r in base
+                  if r.get("eager_gbps") is not None]
+        if points:
+            ax.scatter(*zip(*points), s=18, marker="x", color=BASELINE_COLOR, zorder=2,
+                       linewidths=0.9)
+            baselines += [r["group"] for r in base]
+        # One copy per size (rows of a size copy the same bytes): the median of their timings.
+        copies: dict = {}
+        for r in ours + base:
+            if r.get("copy_gbps") is not None:
+                copies.setdefault(r["ideal_bytes_timed"], []).append(r["copy_gbps"])
+        if copies:
+            sizes = sorted(copies)
+            ax.plot(sizes, [statistics.median(copies[size]) for size in sizes], color="gray",
+                    linestyle=":", zorder=1)
+        ax.set_xscale("log", base=2)
+        ax.set_ylim(bottom=0)
+        ax.tick_params(labelsize=FONT_SIZE)
+        ax.set_title(FAMILY_TITLES.get(group, group), fontsize=FONT_SIZE + 1, loc="left")
+    for ax in axes.flat[len(grouped):]:
+        ax.set_visible(False)
+    fig.supxlabel("ideal bytes (inputs + output)", fontsize=FONT_SIZE + 1)
+    fig.supylabel("GB/s (ideal bytes / median time)", fontsize=FONT_SIZE + 1)
+    handles = [Line2D([], [], linestyle="", marker=marker, label=label, markeredgecolor=colors[who],
+                      markerfacecolor=colors[who] if filled else "none")
+               for who, label, marker, filled in TIMED_SERIES]
+    handles += [Line2D([], [], linestyle="", marker="x", color=BASELINE_COLOR,
+                       label=f"torch eager, {BASELINES[group][1]}")
+                for group in dict.fromkeys(baselines)]
+    handles.append(Line2D([], [], color="gray", linestyle=":", label="Tensor.copy_ (same bytes)"))
+    _legend(fig, f"GB/s against size ({timed[0]['timing']})", handles, 3)
     return fig
 
 
 def plots(directory: str, rows: list, target: str) -> list:
     """PNG plots: bytes moved / ideal and modeled time / ideal per row (everywhere), GB/s against
-    size per op with torch beside (where timed). Returns the paths written."""
+    size per family with torch beside (where timed). Returns the paths written."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     measured = [r for r in rows if r["status"] == "ok"]
-    written = []
-    for column, bound, title, name in (
-            ("bytes_ratio", 1.05, "bytes moved / ideal (counted)", "bench_bytes.png"),
-            ("modeled_ratio", 1.25, f"modeled {target} time / one ideal launch (modeled)",
-             "bench_modeled.png")):
-        if not measured:
-            break
-        fig = ratio_figure(measured, column, bound, title)
-        path = os.path.join(directory, name)
-        fig.savefig(path, dpi=PNG_DPI)
-        plt.close(fig)
-        written.append(path)
+    figures = []
+    if measured:
+        figures += [
+            (ratio_figure(measured, "bytes_ratio", 1.05, "bytes moved / ideal (counted; ideal: "
+                          "inputs read once, output written once)"), "bench_bytes.png"),
+            (ratio_figure(measured, "modeled_ratio", 1.25, f"modeled {target} time / one ideal "
+                          "launch (modeled, not measured)"), "bench_modeled.png")]
     timed = [r for r in measured if r.get("tritonml_gbps") is not None]
     if timed:
-        fig, ax = plt.subplots(figsize=(8, 5), dpi=PNG_DPI)
-        for who, marker in (("tritonml", "o"), ("eager", "s"), ("compile", "^")):
-            points = [(r["ideal_bytes_timed"], r[f"{who}_gbps"]) for r in timed
-                      if r.get(f"{who}_gbps") is not None]
-            if points:
-                ax.scatter(*zip(*points), marker=marker, label=who if who == "tritonml" else
-                           f"torch {who}", alpha=0.7)
-        copies = sorted((r["ideal_bytes_timed"], r["copy_gbps"]) for r in timed)
-        ax.plot(*zip(*copies), color="gray", linestyle=":", label="Tensor.copy_")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("ideal bytes (inputs + output)")
-        ax.set_ylabel("GB/s (ideal bytes / median time)")
-        ax.set_title(f"GB/s against size ({timed[0]['timing']})", fontsize=9)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = os.path.join(directory, "bench_gbps.png")
+        figures.append((gbps_figure(timed), "bench_gbps.png"))
+    written = []
+    for fig, name in figures:
+        path = os.path.join(directory, name)
         fig.savefig(path, dpi=PNG_DPI)
         plt.close(fig)
         written.append(path)
