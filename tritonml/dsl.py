@@ -63,7 +63,8 @@ def associative_scan(combine_fn: Any, xs: _Tensors, axis: int, *, reverse: bool 
                      config: Optional[ScanConfig] = ..., return_carry: bool,
                      offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...
                      ) -> Any: ...
-# Last: a misspelt keyword matches only here, so type checkers name it in their error.
+# Last: a misspelt keyword matches only here, so type checkers name it in their error (the
+# implementation takes no such keyword: Python's TypeError names it at run time).
 @overload
 def associative_scan(combine_fn: Any, xs: _Tensors, axis: int, *, reverse: bool = ...,
                      exclusive: bool = ..., identity: _Identity = ...,
@@ -72,7 +73,8 @@ def associative_scan(combine_fn: Any, xs: _Tensors, axis: int, *, reverse: bool 
                      offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...,
                      **unexpected_keyword: NoReturn) -> Any: ...
 @compiler_disable
-def associative_scan(combine_fn: Any, xs: _Tensors, axis: int, *, reverse: bool = False,
+def associative_scan(  # pyright: ignore[reportInconsistentOverload]
+                     combine_fn: Any, xs: _Tensors, axis: int, *, reverse: bool = False,
                      exclusive: bool = False, identity: _Identity = None,
                      initial: Optional[_Tensors] = None, out: Optional[_Tensors] = None,
                      config: Optional[ScanConfig] = None, return_carry: bool = False,

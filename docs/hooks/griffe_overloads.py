@@ -11,7 +11,8 @@ that set the result's type and that type:
 
 An argument is named where the stub's annotation differs from the implementation's: as
 ``name=value`` for a one-value ``Literal``, else as ``name: annotation``. A stub that differs in
-nothing (the catch-all, typed as the implementation) is left out.
+nothing (the catch-all, typed as the implementation) is left out, and so is the last stub, whose
+``**unexpected_keyword: NoReturn`` only makes type checkers name a misspelt keyword.
 """
 from __future__ import annotations
 
@@ -32,6 +33,9 @@ def summary(func: griffe.Function) -> str | None:
     own = {p.name: str(p.annotation) for p in func.parameters}
     entries = []
     for stub in func.overloads or ():
+        if any(p.kind is griffe.ParameterKind.var_keyword and "NoReturn" in str(p.annotation)
+               for p in stub.parameters):
+            continue  # the stub that makes type checkers name a misspelt keyword
         conditions = [_condition(p.name, str(p.annotation)) for p in stub.parameters
                       if p.annotation is not None and own.get(p.name) != str(p.annotation)]
         if not conditions and str(stub.returns) == str(func.returns):

@@ -268,17 +268,19 @@ def associative_scan(combine_fn: Callable[..., Any], xs: Sequence[torch.Tensor],
                      timeout: Optional[datetime.timedelta] = ...) -> Tuple[torch.Tensor, ...]: ...
 
 
-# Last: a misspelt keyword matches only here, so type checkers name it in their error.
+# Last: a misspelt keyword matches only here, so type checkers name it in their error (the
+# implementation takes no such keyword: Python's TypeError names it at run time).
 @overload
 def associative_scan(combine_fn: Callable[..., Any], xs: _Tensors, axis: int, *,
                      group: Optional["ProcessGroup"] = ..., reverse: bool = ...,
                      exclusive: bool = ..., identity: Union[_Scalar, Sequence[_Scalar], None] = ...,
                      initial: Optional[_Tensors] = ..., out: Optional[_Tensors] = ...,
                      timeout: Optional[datetime.timedelta] = ..., **unexpected_keyword: NoReturn
-                     ) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]: ...
+                     ) -> Any: ...
 
 
-def associative_scan(combine_fn: Callable[..., Any], xs: _Tensors, axis: int, *,
+def associative_scan(  # pyright: ignore[reportInconsistentOverload]
+                     combine_fn: Callable[..., Any], xs: _Tensors, axis: int, *,
                      group: Optional["ProcessGroup"] = None, reverse: bool = False,
                      exclusive: bool = False,
                      identity: Union[_Scalar, Sequence[_Scalar], None] = None,

@@ -112,13 +112,15 @@ def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
 def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
                       reverse: bool = ..., initial: Optional[torch.Tensor] = ...,
                       return_carry: bool) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
-# Last: a misspelt keyword matches only here, so type checkers name it in their error.
+# Last: a misspelt keyword matches only here, so type checkers name it in their error (the
+# implementation takes no such keyword: Python's TypeError names it at run time).
 @overload
 def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
                       reverse: bool = ..., initial: Optional[torch.Tensor] = ...,
                       return_carry: bool = ..., **unexpected_keyword: NoReturn
-                      ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
-def linear_recurrence(gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
+                      ) -> Any: ...
+def linear_recurrence(  # pyright: ignore[reportInconsistentOverload]
+                      gates: torch.Tensor, tokens: torch.Tensor, axis: int, *,
                       reverse: bool = False, initial: Optional[torch.Tensor] = None,
                       return_carry: bool = False
                       ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:

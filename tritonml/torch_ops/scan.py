@@ -298,13 +298,15 @@ def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive
 def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive: bool = ...,
                    initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
                    return_carry: bool) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
-# Last: a misspelt keyword matches only here, so type checkers name it in their error.
+# Last: a misspelt keyword matches only here, so type checkers name it in their error (the
+# implementation takes no such keyword: Python's TypeError names it at run time).
 @overload
 def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive: bool = ...,
                    initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
                    return_carry: bool = ..., **unexpected_keyword: NoReturn
-                   ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
-def cumulative_sum(x: torch.Tensor, axis: int, *, reverse: bool = False, exclusive: bool = False,
+                   ) -> Any: ...
+def cumulative_sum(  # pyright: ignore[reportInconsistentOverload]
+                   x: torch.Tensor, axis: int, *, reverse: bool = False, exclusive: bool = False,
                    initial: Optional[torch.Tensor] = None,
                    out: Optional[torch.Tensor] = None, return_carry: bool = False
                    ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:
@@ -375,13 +377,15 @@ def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclu
                        initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
                        return_carry: bool
                        ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
-# Last: a misspelt keyword matches only here, so type checkers name it in their error.
+# Last: a misspelt keyword matches only here, so type checkers name it in their error (the
+# implementation takes no such keyword: Python's TypeError names it at run time).
 @overload
 def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive: bool = ...,
                        initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
                        return_carry: bool = ..., **unexpected_keyword: NoReturn
-                       ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]: ...
-def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = False,
+                       ) -> Any: ...
+def cumulative_product(  # pyright: ignore[reportInconsistentOverload]
+                       x: torch.Tensor, axis: int, *, reverse: bool = False,
                        exclusive: bool = False, initial: Optional[torch.Tensor] = None,
                        out: Optional[torch.Tensor] = None, return_carry: bool = False
                        ) -> Union[torch.Tensor, Tuple[torch.Tensor, torch.Tensor]]:

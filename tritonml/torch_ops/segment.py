@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numbers
 import enum
-from typing import TYPE_CHECKING, NoReturn, Optional, Sequence, Tuple, Union, overload
+from typing import TYPE_CHECKING, Any, NoReturn, Optional, Sequence, Tuple, Union, overload
 
 import torch
 
@@ -413,14 +413,16 @@ def segment_reduce(x: Union[torch.Tensor, Sequence[torch.Tensor]], function: Red
                    offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...,
                    axis: int = ..., keepdims: bool = ..., initial: Union[int, float, None] = ...
                    ) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]: ...
-# Last: a misspelt keyword matches only here, so type checkers name it in their error.
+# Last: a misspelt keyword matches only here, so type checkers name it in their error (the
+# implementation takes no such keyword: Python's TypeError names it at run time).
 @overload
 def segment_reduce(x: Union[torch.Tensor, Sequence[torch.Tensor]],
                    function: Union[ReduceFunction, str, enum.Enum, Reduction], *,
                    offsets: Optional[torch.Tensor] = ..., lengths: Optional[torch.Tensor] = ...,
                    axis: int = ..., keepdims: bool = ..., initial: Union[int, float, None] = ...,
-                   **unexpected_keyword: NoReturn) -> Union[torch.Tensor, Tuple[torch.Tensor, ...]]: ...
-def segment_reduce(x: Union[torch.Tensor, Sequence[torch.Tensor]],
+                   **unexpected_keyword: NoReturn) -> Any: ...
+def segment_reduce(  # pyright: ignore[reportInconsistentOverload]
+                   x: Union[torch.Tensor, Sequence[torch.Tensor]],
                    function: Union[ReduceFunction, str, enum.Enum, Reduction], *,
                    offsets: Optional[torch.Tensor] = None, lengths: Optional[torch.Tensor] = None,
                    axis: int = 0, keepdims: bool = False, initial: Union[int, float, None] = None
