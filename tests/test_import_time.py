@@ -4,7 +4,10 @@ when torch.distributed.tensor is, matplotlib when bench draws).
 
 The target: ``import tritonml`` within torch's own import time + 0.5 s, for a torch that imports
 in 1.6 s (a 2-core machine), so the time ``import tritonml`` adds is at most 0.5/1.6 of
-``import torch``'s, both measured in the same run (the minimum of several, tests/timing.py)."""
+``import torch``'s, both measured in the same run (the minimum of several, tests/timing.py).
+Measured as the process's CPU time: on a machine busy with other work (the suite's other
+workers), waiting for a core would count against the part measured second, which is pure Python,
+more than against torch's, which is partly loading libraries from disk."""
 from __future__ import annotations
 
 import json
@@ -16,7 +19,7 @@ from pathlib import Path
 from tests.timing import limit
 
 ADDED_OVER_TORCH = 0.5 / 1.6
-RUNS = 3
+RUNS = 5
 REPO = Path(__file__).resolve().parent.parent
 # Modules that ``import tritonml`` and the CLI's commands leave alone, each a second or so: loaded
 # by the calls that need them.
@@ -40,15 +43,15 @@ def test_import_leaves_the_heavy_modules_for_later():
 
 
 def _added_over_torch(code: str) -> tuple:
-    """(seconds ``code`` takes after ``import torch``, seconds ``import torch`` takes), in one
-    fresh Python each run: the minimum of each over ``RUNS`` runs."""
+    """(CPU seconds ``code`` takes after ``import torch``, CPU seconds ``import torch`` takes), in
+    one fresh Python each run: the minimum of each over ``RUNS`` runs."""
     torch_times, added = [], []
     for _ in range(RUNS):
         first, second = json.loads(_python(
-            "import contextlib, io, time\nt0 = time.perf_counter()\nimport torch\n"
-            "t1 = time.perf_counter()\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+            "import contextlib, io, time\nt0 = time.process_time()\nimport torch\n"
+            "t1 = time.process_time()\nwith contextlib.redirect_stdout(io.StringIO()):\n"
             + "".join(f"    {line}\n" for line in code.splitlines())
-            + "t2 = time.perf_counter()\nprint([t1 - t0, t2 - t1])"))
+            + "t2 = time.process_time()\nprint([t1 - t0, t2 - t1])"))
         torch_times.append(first)
         added.append(second)
     return min(added), min(torch_times)

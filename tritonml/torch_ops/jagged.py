@@ -46,6 +46,8 @@ def _refuse(**options) -> None:
 
 
 def _rewrap(values: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    if torch.compiler.is_compiling():  # traced: Dynamo cannot trace the logging filter
+        return torch.nested.nested_tensor_from_jagged(values, offsets)
     with _torch_compat.fx_tracing_notice_dropped():  # torch's notice about its own check
         return torch.nested.nested_tensor_from_jagged(values, offsets)
 
