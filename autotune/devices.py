@@ -29,6 +29,7 @@ MiB = 1024 * KiB
 class Device:
     """One GPU's facts, as the heuristics and the time model (``model.py``) use them."""
     name: str
+    arch: int                            # compute capability x 10: sm_90 is 90
     sms: int                             # streaming multiprocessors
     registers_per_sm: int                # 32-bit registers
     shared_memory_per_sm: int            # bytes
@@ -47,7 +48,7 @@ class Device:
 # assumption, not measured here: about what public microbenchmarks report for reads that hit in
 # L2 (Chips and Cheese, "Nvidia's H100: Funny L2, and Tons of Bandwidth", 2023, measured an H100
 # PCIe with 114 SMs in the 5-6 TB/s range; the SXM5's 132 SMs may reach more).
-H100 = Device(name="H100", sms=132, registers_per_sm=65536, shared_memory_per_sm=228 * KiB,
+H100 = Device(name="H100", arch=90, sms=132, registers_per_sm=65536, shared_memory_per_sm=228 * KiB,
               max_threads_per_sm=2048, copy_bandwidth_bytes_per_s=3.0e12, launch_overhead_s=4e-6,
               l2_bytes=50 * MiB, l2_bandwidth_bytes_per_s=5.5e12)
 
@@ -56,11 +57,15 @@ H100 = Device(name="H100", sms=132, registers_per_sm=65536, shared_memory_per_sm
 # the spec sheet. Launch overhead as for the H100. 40 MiB of L2 (NVIDIA A100 Tensor Core GPU
 # Architecture whitepaper); its L2 bandwidth, like the H100's, an assumption of about what public
 # microbenchmarks report (the same Chips and Cheese article tested an A100 SXM4 beside the H100).
-A100 = Device(name="A100", sms=108, registers_per_sm=65536, shared_memory_per_sm=164 * KiB,
+A100 = Device(name="A100", arch=80, sms=108, registers_per_sm=65536, shared_memory_per_sm=164 * KiB,
               max_threads_per_sm=2048, copy_bandwidth_bytes_per_s=1.7e12, launch_overhead_s=4e-6,
               l2_bytes=40 * MiB, l2_bandwidth_bytes_per_s=4.0e12)
 
 DEVICES = {device.name: device for device in (H100, A100)}
+
+ARCHS = tuple(sorted({device.arch for device in DEVICES.values()}))
+"""The GPU architectures tritonml is compiled and tuned for (80, 90): one per device above. The
+compile tests, ``benchmarks/compile_facts.py`` and ``tritonml.bench.gpu_compile`` read it."""
 
 
 def lookup(name: str, parameter: str = "name") -> Device:

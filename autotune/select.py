@@ -69,7 +69,7 @@ def _cuda_facts(index: int) -> Device:
         if known in name.upper():
             return facts
     props = torch.cuda.get_device_properties(index)
-    return Device(name=name, sms=props.multi_processor_count,
+    return Device(name=name, arch=10 * props.major + props.minor, sms=props.multi_processor_count,
                   registers_per_sm=getattr(props, "regs_per_multiprocessor", 65536),
                   shared_memory_per_sm=getattr(props, "shared_memory_per_multiprocessor", 0),
                   max_threads_per_sm=getattr(props, "max_threads_per_multi_processor", 2048),

@@ -31,14 +31,14 @@ from tritonml.core.dtypes import ACC_TORCH_DTYPE
 from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
 from tritonml.launchers.scan import SUM, cumulative_scan
 from tritonml.runtime import trace as _trace
-from tritonml_autotune import compiled, spaces
+from tritonml_autotune import compiled, devices, spaces
 from tritonml_autotune.configs import ReduceConfig, ScanConfig
 from tritonml_autotune.heuristics import widest_window
 
 ROOT = Path(__file__).resolve().parents[1]
 GENERATOR = "python -m benchmarks.compile_facts"
 OUTPUT = ROOT / "autotune" / "tables" / compiled.FILE_NAME
-ARCHS = (80, 90)
+ARCHS = devices.ARCHS
 # Tile elements measured per kernel, with the warps the candidates use at that size
 # (``tritonml_autotune.candidates``); lanes along the inner dim: 1, 8, 16, 32 and 128.
 SCAN_ELEMENTS = (512, 1024, 2048)

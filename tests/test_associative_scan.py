@@ -20,6 +20,7 @@ import triton.language as tl
 from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ScanConfig
 from tests.lookback_knob import prefix_every
+from tritonml_autotune.devices import ARCHS
 
 # The look-back runs with long look-backs where a test uses ``long_lookbacks``.
 CONFIGS = [ScanConfig("rows", 4, 2), ScanConfig("columns", 4, 2), ScanConfig("lookback", 4, 2)]
@@ -412,7 +413,7 @@ def compiled_tuple_scans():
 
     # The compiling process imports tests.gpu_compile_cases to find the combines (its path starts
     # at the repository root: tritonml/bench/gpu_compile.py).
-    return compile_in_subprocess(tuple_scan_launches(), archs=(80, 90))
+    return compile_in_subprocess(tuple_scan_launches(), archs=ARCHS)
 
 
 def test_tuple_states_compile_for_sm80_and_sm90_without_spills(compiled_tuple_scans):

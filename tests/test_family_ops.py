@@ -16,6 +16,7 @@ from torch.library import opcheck
 import tritonml
 from tritonml.runtime import trace as _trace
 from tests.timing import limit
+from tritonml_autotune.devices import ARCHS
 
 # torch's forward-mode AD loads its jvp decompositions on first use through torch.jit.script,
 # which torch itself has deprecated
@@ -276,7 +277,7 @@ def test_family_kernels_compile_for_sm80_and_sm90_without_spills():
     """Full tier (ptxas takes minutes): every launch above compiles for sm_80 and sm_90, with
     no register spills (tests/test_gpu_compile.py's bound: one 8-byte value at most)."""
     from tritonml.bench.gpu_compile import compile_in_subprocess
-    results = compile_in_subprocess(_family_launches(), archs=(80, 90))
+    results = compile_in_subprocess(_family_launches(), archs=ARCHS)
     failures = [(r["kernel"], r["arch"], r.get("error")) for r in results if not r["ok"]]
     assert not failures, failures[:5]
     spills = [(r["kernel"], r["arch"], r.get("stack_bytes"), r.get("local_bytes"))

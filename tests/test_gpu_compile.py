@@ -23,11 +23,12 @@ from tests.gpu_compile_cases import (CHUNKED_DTYPES, INITIAL_DTYPES, all_chunked
                                      carry_scan_launches, initial_scan_launches, scan_launches)
 from tests import triton_releases
 from tests.timing import limit
+from tritonml_autotune.devices import ARCHS
 
 
 @pytest.fixture(scope="module")
 def compiled_scans():
-    return compile_in_subprocess(scan_launches() + initial_scan_launches(), archs=(80, 90))
+    return compile_in_subprocess(scan_launches() + initial_scan_launches(), archs=ARCHS)
 
 
 def test_every_scan_specialization_compiles_for_sm80_and_sm90(compiled_scans):
@@ -39,7 +40,7 @@ def test_every_scan_specialization_compiles_for_sm80_and_sm90(compiled_scans):
 
 
 def test_scans_that_return_their_carry_compile_for_sm80_and_sm90_without_spills():
-    results = compile_in_subprocess(carry_scan_launches(), archs=(80, 90))
+    results = compile_in_subprocess(carry_scan_launches(), archs=ARCHS)
     failures = [(r["case"], r["arch"], r.get("error")) for r in results if not r["ok"]]
     assert not failures, failures[:5]
     assert {r["case"]["carry"] for r in results} == {True}
@@ -84,7 +85,7 @@ def test_aligned_contiguous_float32_accesses_are_128_bit_vectors(compiled_scans)
 def compiled_chunked():
     # The compiling process imports tests.gpu_compile_cases to find the tuple combines (its path
     # starts at the repository root: tritonml/bench/gpu_compile.py).
-    return compile_in_subprocess(all_chunked_launches(), archs=(80, 90))
+    return compile_in_subprocess(all_chunked_launches(), archs=ARCHS)
 
 
 def test_every_chunked_specialization_compiles_for_sm80_and_sm90(compiled_chunked):

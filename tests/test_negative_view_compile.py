@@ -15,6 +15,7 @@ from tritonml_autotune.heuristics import reduce_config
 from tritonml.bench.gpu_compile import compile_in_subprocess, describe
 from tests.gpu_compile_cases import SCAN_REGIME_SHAPES, regime_config
 from tests.reduce_helpers import GPU_REGIME_SHAPES
+from tritonml_autotune.devices import ARCHS
 
 # The dtypes torch makes negative views of, a few of each kind.
 SCAN_DTYPES = (torch.float32, torch.bfloat16, torch.int8, torch.uint8, torch.int64)
@@ -66,7 +67,7 @@ def test_negative_view_specializations_compile_without_spills():
     assert all(d["meta"].get("NEGATE_OUT") for d in descriptions
                if d["kernel"] != "reduce_kernel" or not d["meta"]["WRITE_PARTIAL"])
     assert all(d["meta"]["NEGATE_X"] for d in descriptions if "NEGATE_X" in d["meta"])
-    compiled = compile_in_subprocess(descriptions, archs=(80, 90))
+    compiled = compile_in_subprocess(descriptions, archs=ARCHS)
 
     failures = [(r["case"], r["arch"], r.get("error")) for r in compiled if not r["ok"]]
     assert not failures, failures[:5]

@@ -16,8 +16,8 @@ from tritonml.bench.gpu_compile import compile_in_subprocess
 
 from benchmarks.reduce_oracle import FUNCTIONS
 from tests.reduce_helpers import dedupe, gpu_reduce_launches
+from tritonml_autotune.devices import ARCHS
 
-ARCHS = (80, 90)
 
 CASES = (
     # rows, float32: every function (each has its own combine functions)

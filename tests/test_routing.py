@@ -610,3 +610,16 @@ def test_enable_in_one_thread_does_not_enable_another():
     thread.join(limit(60))
     assert seen == [0]
     assert launches_of(cumsum, x) > 0
+
+
+def test_routes_is_the_one_table_of_routed_functions():
+    # torch.segment_reduce routes through the same table as the scans and reductions, and each
+    # torch callable is served by exactly one entry.
+    from tritonml import routing
+
+    forms = [form for route in routing.ROUTES for form in route.forms]
+    forms += [route.inplace for route in routing.ROUTES if route.inplace is not None]
+    assert len(forms) == len(set(forms))
+    names = {route.name for route in routing.ROUTES}
+    assert {"cumsum", "sum", "vector_norm", "cummax", "var", "segment_reduce"} <= names
+    assert torch.segment_reduce in forms and torch.Tensor.cumsum_ in forms

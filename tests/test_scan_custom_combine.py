@@ -12,6 +12,7 @@ import triton.language as tl
 from tritonml_autotune.configs import ScanConfig
 from tritonml.launchers.scan import ScanCombine, cumulative_scan
 from tests.lookback_knob import prefix_every
+from tritonml_autotune.devices import ARCHS
 
 
 @triton.jit
@@ -58,5 +59,5 @@ def test_user_defined_combine_compiles_for_sm80_and_sm90():
             cumulative_scan(x, 1, running_max, exclusive=True, config=config)
     # The compiling process imports this module by name (tests.test_scan_custom_combine: its path
     # starts at the repository root) to find the combine function again.
-    results = compile_in_subprocess([describe(l) for l in rec.launches], archs=(80, 90))
+    results = compile_in_subprocess([describe(l) for l in rec.launches], archs=ARCHS)
     assert len(results) == 4 and all(r["ok"] for r in results), [r.get("error") for r in results]

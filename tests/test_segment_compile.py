@@ -21,10 +21,10 @@ from tritonml.bench.gpu_compile import compile_in_subprocess
 from tritonml_autotune.registers import occupancy_caps, spill_free_maxnreg
 from tests import triton_releases
 from tests.timing import limit
+from tritonml_autotune.devices import ARCHS
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="compiles for a GPU without one")
 
-ARCHS = (80, 90)
 REPO = Path(__file__).resolve().parents[1]
 
 

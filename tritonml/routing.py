@@ -14,9 +14,11 @@ Design:
   on exit), and above torch's default-device mode, which must stay at the bottom. Whether it
   routes, and for which devices, is read from thread-local state: torch keeps mode stacks per
   thread, so nothing here reaches another thread.
-- ``ROUTES`` is the one table: one ``Route`` per torch function, saying how to read torch's
-  arguments, which dtype ours computes in, which tritonml function runs, and which inputs torch
-  defines differently (those fall through). ``_route`` is the one path every routed call takes.
+- ``ROUTES`` is the one table: one ``Route`` per torch scan or reduction, saying how to read
+  torch's arguments (tritonml/routing_args.py), which dtype ours computes in, which tritonml
+  function runs, and which inputs torch defines differently (those fall through); ``_route`` is
+  the one path those calls take. A torch function of another shape (``torch.segment_reduce``) is
+  a ``CallRoute`` in the same table, with a function of its own.
 """
 from __future__ import annotations
 
@@ -37,158 +39,17 @@ from .core.shapes import reduced_shape
 from .reduce_functions import record_of
 from .runtime import caches as _caches
 from . import routing_family as _family
+from .routing_args import (ALIASES, ALL, ARG_ARGS, ARG_DIM, COMPUTE, DIMS, DIMS_NONEMPTY,
+                           EXTREME_ARGS, FLOATS, INPUTS, LOGSUMEXP_ARGS, NORM_ARGS, ONE_DIM,
+                           PROD_ARGS, REDUCE_ARGS, SCAN_ARGS, SCAN_DIM, constant, floats_input,
+                           floats_no_narrowing, floats_only, index_arg, integers_to_default_float,
+                           nansum_dtype, norm_function, promote_integers, read_dims, same,
+                           same_no_bool, signature_of)
 from .torch_ops.reduce import reduce as _reduce
 from .torch_ops.scan import cumulative_product, cumulative_sum
 from .torch_ops.segment import segment_reduce as _segment_reduce
 
 __all__ = ["enable", "disable", "use_tritonml"]
-
-# -- dtypes ---------------------------------------------------------------------------------------
-
-FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
-INTEGERS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
-# What routing accepts as input. uint16/32/64 fall through: torch implements few ops for them.
-INPUTS = FLOATS + INTEGERS + (torch.bool,)
-# What ours computes in. bool only for amax/amin, which read it as uint8 (0/1) and view back.
-COMPUTE = FLOATS + INTEGERS
-
-
-def _promote_integers(x_dtype, dtype):
-    """cumsum, cumprod, sum, prod: ``dtype=`` first, else integers and bool give int64."""
-    if dtype is not None:
-        return dtype if dtype in COMPUTE else None
-    return x_dtype if x_dtype in FLOATS else torch.int64
-
-
-def _same(x_dtype, dtype):
-    """amax, amin: the input's dtype (bool included)."""
-    return x_dtype
-
-
-def _same_no_bool(x_dtype, dtype):
-    """argmax, argmin: torch refuses bool."""
-    return None if x_dtype == torch.bool else x_dtype
-
-
-def _floats_only(x_dtype, dtype):
-    """mean: ``dtype=`` (a float) first, else a float input; torch refuses the rest itself."""
-    target = x_dtype if dtype is None else dtype
-    return target if target in FLOATS else None
-
-
-def _integers_to_default_float(x_dtype, dtype):
-    """logsumexp: integers and bool compute in torch's default float dtype."""
-    return x_dtype if x_dtype in FLOATS else torch.get_default_dtype()
-
-
-def _floats_input(x_dtype, dtype):
-    """logcumsumexp, var/std, nanmean: a float input; nanmean's ``dtype=`` a float too."""
-    if x_dtype not in FLOATS or (dtype is not None and dtype not in FLOATS):
-        return None
-    return x_dtype if dtype is None else dtype
-
-
-def _nansum_dtype(x_dtype, dtype):
-    """nansum: as sum (integers and bool give int64); a float input with an integer ``dtype=``
-    falls through (its NaNs would convert first)."""
-    if dtype is not None and x_dtype in FLOATS and dtype not in FLOATS:
-        return None
-    return _promote_integers(x_dtype, dtype)
-
-
-def _floats_no_narrowing(x_dtype, dtype):
-    """vector_norm: float input; ``dtype=`` only if x converts to it without narrowing."""
-    if x_dtype not in FLOATS:
-        return None
-    if dtype is None:
-        return x_dtype
-    return dtype if dtype in FLOATS and torch.promote_types(x_dtype, dtype) == dtype else None
-
-
-# -- how each function reads `dim` ---------------------------------------------------------------
-
-
-class _All:
-    """Every dim: what dim=None, an empty dim list or prod's absent dim mean."""
-
-    def __repr__(self) -> str:
-        return "ALL"
-
-
-ALL = _All()
-
-# How `dim` reads, per function.
-SCAN_DIM = "scan"     # one int, required
-ONE_DIM = "one"       # one int; absent: every dim
-ARG_DIM = "arg"       # one int, or None: every dim, flattened
-DIMS = "dims"         # int, sequence of ints, or None; an empty sequence means every dim
-DIMS_NONEMPTY = "dims_nonempty"  # as DIMS, but torch refuses an empty sequence (logsumexp)
-
-
-def _index(value):
-    """An int dim as torch reads it (ints, numpy ints), or None; bool and tensors fall through."""
-    if isinstance(value, (bool, torch.Tensor)):
-        return None
-    try:
-        return operator.index(value)
-    except TypeError:
-        return None
-
-
-def _read_dims(kind: str, dim, rank: int):
-    """Normalized dims: an int (scans), a tuple of distinct dims, ``ALL``, or None (fall through).
-
-    A 0-d tensor takes dim 0 or -1, as torch allows.
-    """
-    span = max(rank, 1)
-    if dim is None and kind in (ARG_DIM, DIMS, DIMS_NONEMPTY):
-        return ALL
-    if dim is ALL:
-        return ALL
-    if isinstance(dim, (list, tuple)):  # torch.Size is a tuple
-        if kind not in (DIMS, DIMS_NONEMPTY) or (not dim and kind == DIMS_NONEMPTY):
-            return None
-        if not dim:
-            return ALL
-        dims = [_index(d) for d in dim]
-    else:
-        dims = [_index(dim)]
-    if any(d is None or not -span <= d < span for d in dims):
-        return None
-    dims = [d % span for d in dims]  # pyright: ignore[reportOptionalOperand] (None returned above)
-    if len(set(dims)) != len(dims):
-        return None
-    return dims[0] if kind == SCAN_DIM else tuple(dims)
-
-
-# -- the table ------------------------------------------------------------------------------------
-
-def _signature(stub) -> inspect.Signature:
-    return inspect.signature(stub)
-
-
-# torch's argument names and defaults, one signature per family of functions.
-_SCAN_ARGS = _signature(lambda input, dim, *, dtype=None, out=None: None)
-_REDUCE_ARGS = _signature(lambda input, dim=None, keepdim=False, *, dtype=None, out=None: None)
-_PROD_ARGS = _signature(lambda input, dim=ALL, keepdim=False, *, dtype=None, out=None: None)
-_EXTREME_ARGS = _signature(lambda input, dim=(), keepdim=False, *, out=None: None)
-_ARG_ARGS = _signature(lambda input, dim=None, keepdim=False, *, out=None: None)
-_LOGSUMEXP_ARGS = _signature(lambda input, dim, keepdim=False, *, out=None: None)
-_NORM_ARGS = _signature(lambda input, ord=2, dim=None, keepdim=False, *, dtype=None, out=None: None)
-# torch accepts numpy's spellings and, for vector_norm, `x=`.
-_ALIASES = {"self": "input", "x": "input", "axis": "dim", "keepdims": "keepdim"}
-
-
-def _constant(name: str) -> Callable[[dict], str]:
-    return lambda arguments: name
-
-
-def _norm_function(arguments: dict):
-    order = arguments["ord"]
-    if isinstance(order, bool) or not isinstance(order, (int, float)):
-        return None
-    return {1: "L1", 2: "L2"}.get(order)  # pyright: ignore[reportArgumentType] (2.0 reads as 2)
-
 
 @dataclass(frozen=True)
 class Route:
@@ -230,55 +91,110 @@ class Route:
         return self.dims == SCAN_DIM
 
 
+# -- torch.segment_reduce -------------------------------------------------------------------------
+# Served: float data, one 1-D ``lengths`` or ``offsets`` tensor (then torch's axis is 0), any
+# ``initial``, ``unsafe`` either way (ours checks the boundaries in eager code regardless).
+# Falls through: ``indices=``, N-D lengths/offsets (torch's batched form), integer data (torch
+# has no kernel), and MAX/MIN while autograd records (torch's backward splits a positive gradient
+# evenly among tied maxima but gives a negative one to each of them in full; ours splits both).
+
+_SEGMENT_ARGS = signature_of(lambda data, reduce, *, lengths=None, indices=None, offsets=None,
+                             axis=0, unsafe=False, initial=None: None)
+_SEGMENT_FUNCTIONS = {"sum": "SUM", "mean": "AVERAGE", "max": "MAX", "min": "MIN",
+                      "prod": "MULTIPLY"}
+
+
+def _route_segment_reduce(args, kwargs):
+    """One torch.segment_reduce call run by tritonml.segment_reduce, or _FALL_THROUGH."""
+    try:
+        arguments = _SEGMENT_ARGS.bind(*args, **kwargs).arguments
+    except TypeError:
+        return _FALL_THROUGH
+    x = arguments["data"]
+    function = _SEGMENT_FUNCTIONS.get(arguments.get("reduce"))  # pyright: ignore[reportArgumentType]
+    lengths, offsets = arguments.get("lengths"), arguments.get("offsets")
+    boundaries = lengths if offsets is None else offsets
+    if (function is None or arguments.get("indices") is not None
+            or (lengths is None) == (offsets is None) or not _readable(x)
+            or x.dtype not in FLOATS or not 1 <= x.dim() <= 8
+            or type(boundaries) is not torch.Tensor or boundaries.dim() != 1
+            or boundaries.device != x.device
+            or index_arg(arguments.get("axis", 0)) not in (0, -x.dim())
+            or _forward_ad_active()):
+        return _FALL_THROUGH
+    records = torch.is_grad_enabled() and x.requires_grad
+    if records and function in ("MAX", "MIN"):
+        return _FALL_THROUGH
+    initial = arguments.get("initial")
+    try:
+        result = _segment_reduce(x, function, offsets=offsets, lengths=lengths, axis=0,
+                                 initial=None if initial is None else float(initial))
+    except (TypeError, ValueError):
+        return _FALL_THROUGH   # checked before any launch: torch runs the call (and raises)
+    return result.contiguous()
+
+
+@dataclass(frozen=True)
+class CallRoute:
+    """A torch function that is no scan or reduction over ``dim`` (``torch.segment_reduce``),
+    routed by a function of its own: ``handle(args, kwargs)`` returns torch's result computed by
+    tritonml, or ``_FALL_THROUGH``. ``forms`` and ``inplace`` as for ``Route``."""
+    name: str
+    forms: tuple[Any, ...]
+    handle: Callable[[tuple, dict], Any]
+    inplace: object = None
+
+
 # tritonml's scans by the name a route's ``function`` gives
 _SCANS = {"cumulative_sum": cumulative_sum, "cumulative_product": cumulative_product}
 
 ROUTES = (
-    Route("cumsum", (torch.cumsum, torch.Tensor.cumsum), _SCAN_ARGS, SCAN_DIM, _promote_integers,
-          _constant("cumulative_sum"), inplace=torch.Tensor.cumsum_),
-    Route("cumprod", (torch.cumprod, torch.Tensor.cumprod), _SCAN_ARGS, SCAN_DIM, _promote_integers,
-          _constant("cumulative_product"), inplace=torch.Tensor.cumprod_),
-    Route("sum", (torch.sum, torch.Tensor.sum), _REDUCE_ARGS, DIMS, _promote_integers,
-          _constant("SUM")),
-    Route("prod", (torch.prod, torch.Tensor.prod), _PROD_ARGS, ONE_DIM, _promote_integers,
-          _constant("MULTIPLY")),
-    Route("amax", (torch.amax, torch.Tensor.amax), _EXTREME_ARGS, DIMS, _same,
-          _constant("MAX"), empty=False),
-    Route("amin", (torch.amin, torch.Tensor.amin), _EXTREME_ARGS, DIMS, _same,
-          _constant("MIN"), empty=False),
-    Route("argmax", (torch.argmax, torch.Tensor.argmax), _ARG_ARGS, ARG_DIM, _same_no_bool,
-          _constant("ARGMAX"), empty=False, indices=True),
-    Route("argmin", (torch.argmin, torch.Tensor.argmin), _ARG_ARGS, ARG_DIM, _same_no_bool,
-          _constant("ARGMIN"), empty=False, indices=True),
-    Route("mean", (torch.mean, torch.Tensor.mean), _REDUCE_ARGS, DIMS, _floats_only,
-          _constant("AVERAGE")),
+    Route("cumsum", (torch.cumsum, torch.Tensor.cumsum), SCAN_ARGS, SCAN_DIM, promote_integers,
+          constant("cumulative_sum"), inplace=torch.Tensor.cumsum_),
+    Route("cumprod", (torch.cumprod, torch.Tensor.cumprod), SCAN_ARGS, SCAN_DIM, promote_integers,
+          constant("cumulative_product"), inplace=torch.Tensor.cumprod_),
+    Route("sum", (torch.sum, torch.Tensor.sum), REDUCE_ARGS, DIMS, promote_integers,
+          constant("SUM")),
+    Route("prod", (torch.prod, torch.Tensor.prod), PROD_ARGS, ONE_DIM, promote_integers,
+          constant("MULTIPLY")),
+    Route("amax", (torch.amax, torch.Tensor.amax), EXTREME_ARGS, DIMS, same,
+          constant("MAX"), empty=False),
+    Route("amin", (torch.amin, torch.Tensor.amin), EXTREME_ARGS, DIMS, same,
+          constant("MIN"), empty=False),
+    Route("argmax", (torch.argmax, torch.Tensor.argmax), ARG_ARGS, ARG_DIM, same_no_bool,
+          constant("ARGMAX"), empty=False, indices=True),
+    Route("argmin", (torch.argmin, torch.Tensor.argmin), ARG_ARGS, ARG_DIM, same_no_bool,
+          constant("ARGMIN"), empty=False, indices=True),
+    Route("mean", (torch.mean, torch.Tensor.mean), REDUCE_ARGS, DIMS, floats_only,
+          constant("AVERAGE")),
     Route("logsumexp", (torch.logsumexp, torch.Tensor.logsumexp, torch.special.logsumexp),
-          _LOGSUMEXP_ARGS, DIMS_NONEMPTY, _integers_to_default_float, _constant("LOG_SUM_EXP"),
+          LOGSUMEXP_ARGS, DIMS_NONEMPTY, integers_to_default_float, constant("LOG_SUM_EXP"),
           grad=False),
-    Route("vector_norm", (torch.linalg.vector_norm,), _NORM_ARGS, DIMS, _floats_no_narrowing,
-          _norm_function),
+    Route("vector_norm", (torch.linalg.vector_norm,), NORM_ARGS, DIMS, floats_no_narrowing,
+          norm_function),
     # torch's scan and reduce family: tritonml's functions of the same names (torch_ops/)
-    Route("cummax", (torch.cummax, torch.Tensor.cummax), _family.CUM_ARGS, SCAN_DIM, _same,
-          _constant("cummax"), family=_family.cummax),
-    Route("cummin", (torch.cummin, torch.Tensor.cummin), _family.CUM_ARGS, SCAN_DIM, _same,
-          _constant("cummin"), family=_family.cummin),
+    Route("cummax", (torch.cummax, torch.Tensor.cummax), _family.CUM_ARGS, SCAN_DIM, same,
+          constant("cummax"), family=_family.cummax),
+    Route("cummin", (torch.cummin, torch.Tensor.cummin), _family.CUM_ARGS, SCAN_DIM, same,
+          constant("cummin"), family=_family.cummin),
     Route("logcumsumexp", (torch.logcumsumexp, torch.Tensor.logcumsumexp), _family.CUM_ARGS,
-          SCAN_DIM, _floats_input, _constant("logcumsumexp"), family=_family.logcumsumexp),
-    Route("max", (torch.max, torch.Tensor.max), _family.WITH_INDEX_ARGS, ONE_DIM, _same,
-          _constant("max_with_indices"), empty=False, family=_family.max_with_indices),
-    Route("min", (torch.min, torch.Tensor.min), _family.WITH_INDEX_ARGS, ONE_DIM, _same,
-          _constant("min_with_indices"), empty=False, family=_family.min_with_indices),
-    Route("aminmax", (torch.aminmax, torch.Tensor.aminmax), _family.AMINMAX_ARGS, ARG_DIM, _same,
-          _constant("aminmax"), empty=False, family=_family.aminmax),
-    *(Route(name, forms, _family.VAR_ARGS, DIMS, _floats_input, _constant(name),
+          SCAN_DIM, floats_input, constant("logcumsumexp"), family=_family.logcumsumexp),
+    Route("max", (torch.max, torch.Tensor.max), _family.WITH_INDEX_ARGS, ONE_DIM, same,
+          constant("max_with_indices"), empty=False, family=_family.max_with_indices),
+    Route("min", (torch.min, torch.Tensor.min), _family.WITH_INDEX_ARGS, ONE_DIM, same,
+          constant("min_with_indices"), empty=False, family=_family.min_with_indices),
+    Route("aminmax", (torch.aminmax, torch.Tensor.aminmax), _family.AMINMAX_ARGS, ARG_DIM, same,
+          constant("aminmax"), empty=False, family=_family.aminmax),
+    *(Route(name, forms, _family.VAR_ARGS, DIMS, floats_input, constant(name),
             family=_family.MOMENTS[name], read=_family.read_correction)
       for name, forms in (("var", (torch.var, torch.Tensor.var)),
                           ("std", (torch.std, torch.Tensor.std)),
                           ("var_mean", (torch.var_mean,)), ("std_mean", (torch.std_mean,)))),
-    Route("nansum", (torch.nansum, torch.Tensor.nansum), _REDUCE_ARGS, DIMS, _nansum_dtype,
-          _constant("nansum"), family=_family.nansum),
-    Route("nanmean", (torch.nanmean, torch.Tensor.nanmean), _REDUCE_ARGS, DIMS, _floats_input,
-          _constant("nanmean"), family=_family.nanmean),
+    Route("nansum", (torch.nansum, torch.Tensor.nansum), REDUCE_ARGS, DIMS, nansum_dtype,
+          constant("nansum"), family=_family.nansum),
+    Route("nanmean", (torch.nanmean, torch.Tensor.nanmean), REDUCE_ARGS, DIMS, floats_input,
+          constant("nanmean"), family=_family.nanmean),
+    CallRoute("segment_reduce", (torch.segment_reduce,), _route_segment_reduce),
 )
 
 # torch's callable -> (route, in place?)
@@ -454,18 +370,16 @@ class _RoutingMode(TorchFunctionMode):
         kwargs = kwargs or {}
         entry = _BY_FORM.get(func)
         if entry is not None and _state.devices and not torch.compiler.is_compiling():
-            result = _route(*entry, args, kwargs)
-            if result is not _FALL_THROUGH:
-                return result
-        if func is torch.segment_reduce and _state.devices and not torch.compiler.is_compiling():
-            result = _route_segment_reduce(args, kwargs)
+            route, inplace = entry
+            result = (route.handle(args, kwargs) if isinstance(route, CallRoute)
+                      else _route(route, inplace, args, kwargs))
             if result is not _FALL_THROUGH:
                 return result
         return func(*args, **kwargs)
 
 
 def _bind(route: Route, args: tuple, kwargs: dict[str, Any]):
-    kwargs = {_ALIASES.get(k, k): v for k, v in kwargs.items()}
+    kwargs = {ALIASES.get(k, k): v for k, v in kwargs.items()}
     try:
         bound = route.arguments.bind(*args, **kwargs)
     except TypeError:
@@ -592,7 +506,7 @@ def _plan(route: Route, inplace: bool, args, kwargs) -> _Plan | None:
     if route.family is not None and out is not None:
         return None  # the family's routes take no out= (torch writes its own)
 
-    dims = _read_dims(route.dims, arguments["dim"], x.dim())
+    dims = read_dims(route.dims, arguments["dim"], x.dim())
     if inplace:  # x keeps its dtype; integers wrap modulo 2**bits either way
         dtype = arguments["dtype"]
         compute = x.dtype if dtype in (None, x.dtype) and x.dtype in COMPUTE else None
@@ -637,46 +551,3 @@ def _route(route: Route, inplace: bool, args, kwargs):
     except (TypeError, ValueError):
         # tritonml checks everything before it launches or writes, so torch can still run the call.
         return _FALL_THROUGH
-
-
-# -- torch.segment_reduce -------------------------------------------------------------------------
-# Served: float data, one 1-D ``lengths`` or ``offsets`` tensor (then torch's axis is 0), any
-# ``initial``, ``unsafe`` either way (ours checks the boundaries in eager code regardless).
-# Falls through: ``indices=``, N-D lengths/offsets (torch's batched form), integer data (torch
-# has no kernel), and MAX/MIN while autograd records (torch's backward splits a positive gradient
-# evenly among tied maxima but gives a negative one to each of them in full; ours splits both).
-
-_SEGMENT_ARGS = _signature(lambda data, reduce, *, lengths=None, indices=None, offsets=None,
-                           axis=0, unsafe=False, initial=None: None)
-_SEGMENT_FUNCTIONS = {"sum": "SUM", "mean": "AVERAGE", "max": "MAX", "min": "MIN",
-                      "prod": "MULTIPLY"}
-
-
-def _route_segment_reduce(args, kwargs):
-    """One torch.segment_reduce call run by tritonml.segment_reduce, or _FALL_THROUGH."""
-    try:
-        arguments = _SEGMENT_ARGS.bind(*args, **kwargs).arguments
-    except TypeError:
-        return _FALL_THROUGH
-    x = arguments["data"]
-    function = _SEGMENT_FUNCTIONS.get(arguments.get("reduce"))  # pyright: ignore[reportArgumentType]
-    lengths, offsets = arguments.get("lengths"), arguments.get("offsets")
-    boundaries = lengths if offsets is None else offsets
-    if (function is None or arguments.get("indices") is not None
-            or (lengths is None) == (offsets is None) or not _readable(x)
-            or x.dtype not in FLOATS or not 1 <= x.dim() <= 8
-            or type(boundaries) is not torch.Tensor or boundaries.dim() != 1
-            or boundaries.device != x.device
-            or _index(arguments.get("axis", 0)) not in (0, -x.dim())
-            or _forward_ad_active()):
-        return _FALL_THROUGH
-    records = torch.is_grad_enabled() and x.requires_grad
-    if records and function in ("MAX", "MIN"):
-        return _FALL_THROUGH
-    initial = arguments.get("initial")
-    try:
-        result = _segment_reduce(x, function, offsets=offsets, lengths=lengths, axis=0,
-                                 initial=None if initial is None else float(initial))
-    except (TypeError, ValueError):
-        return _FALL_THROUGH   # checked before any launch: torch runs the call (and raises)
-    return result.contiguous()

@@ -29,6 +29,7 @@ import torch
 from ..core import backend as _backend
 from ..core import triton_compat as _triton_compat
 from ..core.dtypes import DTYPE_BY_NAME
+from tritonml_autotune.devices import ARCHS
 
 
 KERNEL_MODULES = ("tritonml.kernels.scan", "tritonml.kernels.scan_chunked",
@@ -301,7 +302,7 @@ def run_workers(command, inputs: list, timeout: float, env: dict | None = None) 
     return outputs
 
 
-def compile_in_subprocess(descriptions: list, archs=(80, 90), timeout: float = 3600,
+def compile_in_subprocess(descriptions: list, archs=ARCHS, timeout: float = 3600,
                           workers: int | None = None, command=WORKER_COMMAND) -> list:
     """Compile every description for every arch in compiled-mode Python processes (``workers``
     of them, default: one per CPU core, ptxas being single-threaded); results keep the order

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import time
 
+from tritonml_autotune import devices
+
 from .. import tuning
 from ..runtime import trace as _trace
 
@@ -29,7 +31,7 @@ TIME_BOUND = 1.25           # modeled time <= 1.25 x one ideal launch (tests/tes
 VECTOR_BITS = 128           # global loads (and a scan's stores) of aligned contiguous f32/f16
 COPY_FRACTION = 0.85        # on a GPU: >= 85% of copy bandwidth for large scans/reductions
 LARGE_BYTES = 64 << 20      # "large": ideal bytes of at least 64 MiB
-COMPILE_ARCHS = (90,)
+COMPILE_ARCHS = (devices.H100.arch,)  # the suite's target GPU
 
 
 def count(prepared, target: str) -> tuple:
