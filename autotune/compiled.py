@@ -28,9 +28,6 @@ _CLASS_OF = {"float16": "float16", "bfloat16": "float16", "float32": "float32",
              "float64": "float64", "int64": "float64", "uint64": "float64",
              "int8": "int8", "uint8": "int8",
              "int16": "int32", "uint16": "int32", "int32": "int32", "uint32": "int32"}
-# Reduce functions whose state is two values (value and index, or max and sum), measured as ARGMAX;
-# every other function keeps one value, measured as SUM.
-TWO_VALUE_FUNCTIONS = ("ARGMAX", "ARGMIN", "LOG_SUM_EXP")
 # ptxas may keep one 8-byte value in the stack frame without it being a register-pressure problem
 # (three uint8/uint16 look-back specializations do on sm_80; tests/test_gpu_compile.py allows it).
 SPILL_TOLERANCE_BYTES = 8
@@ -41,9 +38,11 @@ def dtype_class(dtype_name: str) -> str:
     return _CLASS_OF[dtype_name]
 
 
-def state_class(function: str | None) -> str:
-    """"value+index" for the two-value reduce states, "value" for the rest and for scans."""
-    return "value+index" if function in TWO_VALUE_FUNCTIONS else "value"
+def state_class(state_values: int) -> str:
+    """The register class of a state of ``state_values`` components (the record's count, passed
+    in as a number): "value+index" for two or more (value and index, or max and sum), measured
+    as ARGMAX; "value" for one, measured as SUM (scans too)."""
+    return "value+index" if state_values >= 2 else "value"
 
 
 def scan_warps(tile_elements: int) -> int:

@@ -143,7 +143,7 @@ def kernel_usage(problem: Problem, device: Device, kernel: str, tile_elements: i
     """``compiled.usage`` for this problem's state and dtype on ``device``'s architecture (sm_90
     for a GPU the table does not know)."""
     arch = compiled.ARCH_OF_DEVICE.get(device.name, max(compiled.ARCH_OF_DEVICE.values()))
-    state = compiled.state_class(problem.function if problem.op == "reduce" else None)
+    state = compiled.state_class(problem.state_values)
     return compiled.usage(kernel, state, problem.dtype, arch, tile_elements, num_warps)
 
 

@@ -21,6 +21,7 @@ class Problem:
     inner_len: int       # the kept dim programs tile across
     outer_len: int       # the other kept dims, together
     contiguous: bool     # the scanned/reduced positions are where the input's memory runs
+    state_values: int = 1  # components of the state (reduce: 2 for value + index or max + sum)
 
     @property
     def elements(self) -> int:

@@ -158,13 +158,16 @@ def plan_scan(layout, dtype: torch.dtype, device: torch.device | None, combine: 
 
 
 def plan_reduce(layout, dtype: torch.dtype, device: torch.device | None, function: str, *,
-                partial_bytes: int, out_bytes: int) -> Plan:
-    """``partial_bytes``: one partial state's bytes; ``out_bytes``: one output element's. Both come
-    from the reduction's record (``tritonml.Reduction.state_bytes`` / ``out_bytes``, the DirectML
-    functions' in tritonml/reduce_functions.py): the tuner knows no reduce function itself."""
+                partial_bytes: int, out_bytes: int, state_values: int = 1) -> Plan:
+    """``partial_bytes``: one partial state's bytes; ``out_bytes``: one output element's;
+    ``state_values``: the state's components (the register class). All come from the
+    reduction's record (``tritonml.Reduction.state_bytes`` / ``out_bytes`` / ``state_values``,
+    the DirectML functions' in tritonml/reduce_functions.py): the tuner knows no reduce function
+    itself."""
     problem = Problem("reduce", function, _dtype_name(dtype), dtype.itemsize,
                       partial_bytes, out_bytes, max(layout.red_len, 1),
-                      max(layout.inner_len, 1), layout.outer_len, layout.reduction_is_contiguous)
+                      max(layout.inner_len, 1), layout.outer_len, layout.reduction_is_contiguous,
+                      state_values)
     gpu = gpu_of(device)
     if gpu is None:
         heuristic = heuristics.reduce_config(layout, "cpu")
@@ -256,18 +259,21 @@ def choose_scan(layout, dtype: torch.dtype, device: torch.device | None, combine
 
 
 def choose_reduce(layout, dtype: torch.dtype, device: torch.device | None, function: str, *,
-                  partial_bytes: int, out_bytes: int, make_runner=None) -> engine.Choice:
+                  partial_bytes: int, out_bytes: int, state_values: int = 1,
+                  make_runner=None) -> engine.Choice:
     """The config for a reduction (``function`` a ReduceFunction name: "SUM", "ARGMAX", ...) of
     ``dtype`` over ``layout`` (a ``ReduceLayout``) on ``device``; ``Choice.config`` is a
-    ``ReduceConfig``. ``make_runner`` as for ``choose_scan``; ``partial_bytes`` and
-    ``out_bytes`` as for ``plan_reduce``."""
+    ``ReduceConfig``. ``make_runner`` as for ``choose_scan``; ``partial_bytes``, ``out_bytes``
+    and ``state_values`` as for ``plan_reduce``."""
     gpu = gpu_of(device)
     if gpu is None:
         return engine.Choice(heuristics.reduce_config(layout, "cpu"), engine.DEFAULT)
     timing = _can_time(gpu, device, make_runner)
     memo_key = ("reduce", function, dtype, layout.red_len, layout.inner_len, layout.outer_len,
-                layout.reduction_is_contiguous, gpu, timing, cache_dir(), partial_bytes, out_bytes)
+                layout.reduction_is_contiguous, gpu, timing, cache_dir(), partial_bytes, out_bytes,
+                state_values)
     return _memoized(memo_key, lambda: plan_reduce(layout, dtype, device, function,
                                                    partial_bytes=partial_bytes,
-                                                   out_bytes=out_bytes),
+                                                   out_bytes=out_bytes,
+                                                   state_values=state_values),
                      make_runner if timing else None)

@@ -186,13 +186,14 @@ def prepare_reduce(case: ReduceCase, dtype: torch.dtype, device="cpu",
     """Allocate input and output for a reduce ``case``; None when ``case.dtypes`` excludes
     ``dtype``. ``resolve_cuda_heuristic`` as for ``prepare_scan``."""
     from tritonml_autotune.configs import ReduceConfig
-    from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+    from tritonml.launchers.reduce import ReduceFunction, reduce_axes
+    from tritonml.reduce_functions import RECORDS
 
     if case.dtypes is not None and dtype not in case.dtypes:
         return None
     rank = len(case.shape)
     axes = tuple(range(rank)) if case.axes is None else tuple(a % rank for a in case.axes)
-    combine = COMBINES[ReduceFunction[case.function.upper()]]
+    combine = RECORDS[ReduceFunction[case.function.upper()]]
     red_len = math.prod(case.shape[a] for a in axes)
     x = make_input(case.shape, dtype, red_len, device)
     out_shape = tuple(1 if i in axes else size for i, size in enumerate(case.shape))

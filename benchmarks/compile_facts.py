@@ -28,7 +28,8 @@ import torch
 import tritonml  # noqa: F401  (first: chooses interpreted Triton, so recording runs nothing)
 from tritonml.bench.gpu_compile import compile_in_subprocess, describe
 from tritonml.core.dtypes import ACC_TORCH_DTYPE
-from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+from tritonml.launchers.reduce import ReduceFunction, reduce_axes
+from tritonml.reduce_functions import RECORDS
 from tritonml.launchers.scan import SUM, cumulative_scan
 from tritonml.runtime import trace as _trace
 from tritonml_autotune import compiled, devices, spaces
@@ -75,7 +76,7 @@ def _reduce_launches(dtype, elements, lanes):
     axes = (0,) if lanes > 1 else (1,)
     warps = compiled.reduce_warps(elements)
     for state, function in REDUCE_FUNCTIONS.items():
-        combine = COMBINES[ReduceFunction[function]]
+        combine = RECORDS[ReduceFunction[function]]
         one = ReduceConfig("columns" if lanes > 1 else "rows", elements // lanes, lanes, warps)
         split = ReduceConfig("split", elements // lanes, lanes, warps, 8, min(64, 4096 // lanes),
                              one_launch=False)

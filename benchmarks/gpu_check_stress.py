@@ -48,7 +48,8 @@ import torch
 
 import tritonml
 from tritonml.core.dtypes import FLOAT_DTYPES, dtype_name
-from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+from tritonml.launchers.reduce import ReduceFunction, reduce_axes
+from tritonml.reduce_functions import RECORDS
 from tritonml.launchers.scan import SUM, cumulative_scan
 from tritonml.launchers.segment import segment_reduce_axis, segment_scan_axis
 from tritonml.runtime import trace as _trace
@@ -286,7 +287,7 @@ def _scan_op(name, shape, axis, config, reverse, exclusive, dtype) -> StressOp:
 
 
 def _split_op(name, shape, axes, function, config, dtype) -> StressOp:
-    combine = COMBINES[ReduceFunction[function]]
+    combine = RECORDS[ReduceFunction[function]]
     out_dtype = torch.int64 if combine.returns_index else dtype
     out_shape = reduce_oracle.result_shape(shape, axes, True)
     label = f"reduce {function} {name} {shape} axes {axes} {dtype_name(dtype)}"
@@ -316,7 +317,7 @@ def _segment_op(name, length, segments, function, config, reverse, exclusive, dt
     def prepare(device):
         # Already int64 and contiguous, as the launchers take them: no check reads them back.
         offsets = torch.tensor(bounds, dtype=torch.int64, device=device)
-        record = COMBINES[ReduceFunction[function]] if not scan else None
+        record = RECORDS[ReduceFunction[function]] if not scan else None
 
         def run(x):
             if scan:
@@ -529,7 +530,7 @@ def _big_offset_runs(out_buffer, row):
         ("chunked into a view past 2**31", scan_into_buffer(BIG_CHUNKED, False, False)),
         ("reduce SUM axis 1 into a view past 2**31", sum_into_buffer),
         ("split SUM axis 1",
-         lambda x: reduce_axes(x, (1,), COMBINES[ReduceFunction.SUM], config=BIG_SPLIT)),
+         lambda x: reduce_axes(x, (1,), RECORDS[ReduceFunction.SUM], config=BIG_SPLIT)),
         ("reduce MAX of all", lambda x: tritonml.reduce(x, "max")),
         ("reduce ARGMAX axes (0, 1)", lambda x: tritonml.reduce(x, "argmax", (0, 1))),
     ]

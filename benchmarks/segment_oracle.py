@@ -23,13 +23,14 @@ def random_offsets(axis_len: int, n: int, seed: int = 0, empty_share: float = 0.
     return [0, *cuts, axis_len]
 
 
-def _empty_value(function: str, dtype: torch.dtype, axis_len: int):
-    floats = dtype in FLOAT_DTYPES
-    info = None if floats else torch.iinfo(dtype)
-    return {"SUM": 0, "MULTIPLY": 1, "L1": 0, "L2": 0.0, "SUM_SQUARE": 0,
-            "MAX": -np.inf if floats else info.min, "MIN": np.inf if floats else info.max,
-            "AVERAGE": np.nan, "LOG_SUM": -np.inf, "LOG_SUM_EXP": -np.inf,
-            "ARGMAX": axis_len, "ARGMIN": axis_len}[function]
+def _empty_value(x: torch.Tensor, function: str, axis: int):
+    """An empty segment's value: the function's value of nothing, numpy's reduction of an empty
+    slice (SUM 0, MULTIPLY 1, MAX -inf or the type's minimum, AVERAGE 0/0 = nan, LOG_SUM log 0
+    = -inf, ...); an index function's is one past the axis (x.shape[axis])."""
+    if function in reduce_oracle.INDEX_FUNCTIONS:
+        return x.shape[axis]
+    nothing = torch.empty([0 if a == axis else 1 for a in range(x.dim())], dtype=x.dtype)
+    return reduce_oracle.oracle(nothing, function, (axis,), True).reshape(-1)[0]
 
 
 def segment_reduce_expected(x: torch.Tensor, function: str, offsets, axis: int,
@@ -38,7 +39,7 @@ def segment_reduce_expected(x: torch.Tensor, function: str, offsets, axis: int,
     as the dense oracle casts (ARGMAX/ARGMIN: int64 positions along ``axis``)."""
     function = function.upper()
     axis = axis % x.dim()
-    index = function in ("ARGMAX", "ARGMIN")
+    index = function in reduce_oracle.INDEX_FUNCTIONS
     if index:
         wide = np.int64
     elif x.dtype in FLOAT_DTYPES:
@@ -51,8 +52,7 @@ def segment_reduce_expected(x: torch.Tensor, function: str, offsets, axis: int,
             if hi == lo:
                 shape = list(x.shape)
                 shape[axis] = 1
-                value = initial if initial is not None else _empty_value(function, x.dtype,
-                                                                         x.shape[axis])
+                value = initial if initial is not None else _empty_value(x, function, axis)
                 parts.append(np.full(shape, value, dtype=wide))
                 continue
             part = x.narrow(axis, lo, hi - lo).resolve_neg()

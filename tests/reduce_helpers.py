@@ -60,7 +60,8 @@ def gpu_reduce_launches(cases):
     from tritonml import runtime
     from tritonml.runtime import trace as _trace
     from tritonml.bench.gpu_compile import describe
-    from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+    from tritonml.launchers.reduce import ReduceFunction, reduce_axes
+    from tritonml.reduce_functions import RECORDS
 
     pick = heuristics.reduce_config
     chosen = []
@@ -81,9 +82,9 @@ def gpu_reduce_launches(cases):
                 x = view(x)
             runtime.clear()  # a remembered plan would not ask the patched heuristics again
             with _trace.record(execute=False) as rec:
-                reduce_axes(x, axes, COMBINES[ReduceFunction[function]])
+                reduce_axes(x, axes, RECORDS[ReduceFunction[function]])
                 if chosen[-1].regime == "split":   # and its two-launch twin
-                    reduce_axes(x, axes, COMBINES[ReduceFunction[function]],
+                    reduce_axes(x, axes, RECORDS[ReduceFunction[function]],
                                 config=dataclasses.replace(chosen[-1], one_launch=False))
             runtime.clear()
             regime = chosen[-1].regime

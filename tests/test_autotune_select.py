@@ -17,7 +17,8 @@ from tritonml import tuning
 from tritonml_autotune.configs import ReduceConfig, ScanConfig
 from tritonml.core.dtypes import ACC_TORCH_DTYPE
 from tritonml.core.layout import axis_layout, reduce_layout
-from tritonml.launchers.reduce import COMBINES, ReduceFunction
+from tritonml.launchers.reduce import ReduceFunction
+from tritonml.reduce_functions import RECORDS
 from tritonml.reduce_functions import record_of
 from tritonml_autotune import (candidates, compiled, cost, devices, engine, heuristics, select,
                                shipped, spaces, suite)
@@ -96,9 +97,9 @@ def test_partial_state_bytes_match_the_kernels_state_types():
     from tritonml.core.dtypes import TORCH_DTYPE
     for function in ReduceFunction:
         for dtype in DTYPES:
-            if COMBINES[function].float_only and not dtype.is_floating_point:
+            if RECORDS[function].float_only and not dtype.is_floating_point:
                 continue
-            _, state, _ = COMBINES[function].kernel_state((dtype,), False)
+            _, state, _ = RECORDS[function].kernel_state((dtype,), False)
             size = sum(TORCH_DTYPE[d].itemsize for d in state)
             assert record_bytes(function.name, dtype)["partial_bytes"] == size, (function, dtype)
             assert expected_state_bytes(function.name, dtype) == size, (function, dtype)
@@ -286,7 +287,7 @@ def test_modeled_choices_fill_the_sms_never_spill_and_run_the_right_launches(nam
         if op.startswith("cumulative"):
             tritonml.launchers.scan.cumulative_scan(x, axes[0], tritonml.launchers.scan.SUM, config=config)
         else:
-            tritonml.launchers.reduce.reduce_axes(x, axes, COMBINES[ReduceFunction[op]], config=config)
+            tritonml.launchers.reduce.reduce_axes(x, axes, RECORDS[ReduceFunction[op]], config=config)
     grids = [math.prod(launch.grid) for launch in rec.launches]
     if (name, dtype, target.name) in ONE_LAUNCH_NEARLY_FULL:
         assert len(grids) == 1 and grids[0] >= 0.95 * target.sms, (config, grids)

@@ -21,7 +21,8 @@ from benchmarks.cases import cuda_reduce_config, cuda_scan_config
 from tritonml.bench.memtrace import OTHER_REGION, trace_memory
 from tritonml.bench.tolerances import TOLERANCES
 from tritonml_autotune.configs import ReduceConfig, ScanConfig
-from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+from tritonml.launchers.reduce import ReduceFunction, reduce_axes
+from tritonml.reduce_functions import RECORDS
 from tritonml.launchers.scan import SUM, cumulative_scan
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET,
@@ -268,7 +269,7 @@ def test_reduce_reads_input_once_and_writes_output_once(shape, axes, function, c
     out = torch.empty(out_shape, dtype=out_dtype)
     config = config or cuda_reduce_config(x, out, axes, function == "ARGMAX")
     with trace_memory({"input": x, "output": out}) as trace:
-        reduce_axes(x, axes, COMBINES[ReduceFunction[function]], out=out, config=config)
+        reduce_axes(x, axes, RECORDS[ReduceFunction[function]], out=out, config=config)
 
     data = dense_bytes(shape, dtype)
     ideal = data + dense_bytes(out_shape, out_dtype)

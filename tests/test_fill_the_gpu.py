@@ -20,7 +20,8 @@ import tritonml  # first: chooses interpreted Triton on a machine without CUDA
 from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ReduceConfig
 from tritonml.core.dtypes import TORCH_DTYPE
-from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+from tritonml.launchers.reduce import ReduceFunction, reduce_axes
+from tritonml.reduce_functions import RECORDS
 from tritonml_autotune import devices, model
 
 from tritonml.bench.memtrace import trace_memory
@@ -57,7 +58,7 @@ def _size(dtype) -> int:
 
 def state_bytes(function: str, dtype) -> int:
     """Bytes of one partial state (value, plus the index or running sum where there is one)."""
-    _, state, _ = COMBINES[ReduceFunction[function]].kernel_state((dtype,), False)
+    _, state, _ = RECORDS[ReduceFunction[function]].kernel_state((dtype,), False)
     return sum(_size(TORCH_DTYPE[d]) for d in state)
 
 
@@ -80,7 +81,7 @@ def chosen_launches(case, device):
     x = torch.empty(shape, dtype=dtype)  # never read: the launches are only recorded
     with tritonml.tuning.target(device.name):
         with _trace.record(execute=False) as rec:
-            out = reduce_axes(x, axes, COMBINES[ReduceFunction[function]], keepdims=keepdims)
+            out = reduce_axes(x, axes, RECORDS[ReduceFunction[function]], keepdims=keepdims)
     return x, out, rec.launches
 
 
@@ -121,7 +122,7 @@ MEASURED = {
 def test_analytic_bytes_match_the_interpreter(case):
     shape, axes, function, dtype, config = MEASURED[case]
     x = torch.randn(shape).to(dtype)
-    combine = COMBINES[ReduceFunction[function]]
+    combine = RECORDS[ReduceFunction[function]]
     with trace_memory({"input": x}) as trace:
         with _trace.record() as rec:
             out = reduce_axes(x, axes, combine, config=config)
@@ -156,6 +157,6 @@ def test_chosen_configs_match_the_oracle_on_smaller_shapes(case, small_shape):
         config = reduce_config(layout, "cpu")
     generator = torch.Generator().manual_seed(0)
     x = (torch.randn(small_shape, generator=generator) * 50).to(dtype)
-    result = reduce_axes(x, axes, COMBINES[ReduceFunction[function]], keepdims=keepdims,
+    result = reduce_axes(x, axes, RECORDS[ReduceFunction[function]], keepdims=keepdims,
                          config=config)
     assert_matches(result, expected_tensor(x, function, axes, keepdims), (case, config))

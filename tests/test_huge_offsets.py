@@ -14,7 +14,8 @@ import torch
 import tritonml
 from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ReduceConfig, ScanConfig
-from tritonml.launchers.reduce import COMBINES, reduce_axes
+from tritonml.launchers.reduce import reduce_axes
+from tritonml.reduce_functions import RECORDS
 from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
 from benchmarks.reduce_oracle import expected_tensor, assert_matches
 from benchmarks.scan_oracle import scan_reference
@@ -97,7 +98,7 @@ def test_reduce_offsets_past_int32(buffers, shape, strides, axes, config):
     # The output keeps the input's strides on kept dims: its offsets pass 2**31 where x's do.
     out_strides = [strides[i] for i in range(len(shape))]
     for function in FUNCTIONS:
-        combine = COMBINES[tritonml.ReduceFunction[function]]
+        combine = RECORDS[tritonml.ReduceFunction[function]]
         dtype = torch.int64 if combine.returns_index else torch.int8
         if dtype == torch.int8:
             out = torch.as_strided(out_buffer, out_shape, out_strides)

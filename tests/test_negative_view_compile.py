@@ -9,7 +9,8 @@ import torch
 from tritonml.core import layout as _layout
 from tritonml.runtime import trace as _trace
 from tritonml.core.dtypes import ACC_TORCH_DTYPE
-from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+from tritonml.launchers.reduce import ReduceFunction, reduce_axes
+from tritonml.reduce_functions import RECORDS
 from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
 from tritonml_autotune.heuristics import reduce_config
 from tritonml.bench.gpu_compile import compile_in_subprocess, describe
@@ -43,7 +44,7 @@ def _launches():
                         op=combine.name, regime=regime, dtype=str(dtype)[6:])))
     for regime, (shape, axes) in GPU_REGIME_SHAPES.items():
         for function, dtype in REDUCE_CASES:
-            combine = COMBINES[ReduceFunction[function]]
+            combine = RECORDS[ReduceFunction[function]]
             axes_ = tuple(range(len(shape))) if axes is None else axes
             x = _negative(shape, dtype)
             out_shape = [1 if i in axes_ else s for i, s in enumerate(shape)]

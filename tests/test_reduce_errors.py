@@ -8,7 +8,8 @@ import torch
 import tritonml
 from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ReduceConfig
-from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+from tritonml.launchers.reduce import ReduceFunction, reduce_axes
+from tritonml.reduce_functions import RECORDS
 
 from benchmarks.reduce_oracle import FLOAT_ONLY, bits
 
@@ -139,7 +140,7 @@ def test_bad_config_raises_before_launch(config, error, name):
     x = _x()
     before = bits(x)
     with _trace.record() as rec, pytest.raises(error, match=name):
-        reduce_axes(x, 1, COMBINES[ReduceFunction.SUM], config=config)
+        reduce_axes(x, 1, RECORDS[ReduceFunction.SUM], config=config)
     assert rec.launches == [] and bits(x) == before
 
 

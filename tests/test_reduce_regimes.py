@@ -14,7 +14,8 @@ from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ReduceConfig
 from tritonml.core.layout import ReduceLayout, reduce_layout
 from tritonml.runtime import resident as _resident
-from tritonml.launchers.reduce import COMBINES, ReduceFunction, launch_reduce, reduce_axes
+from tritonml.launchers.reduce import ReduceFunction, launch_reduce, reduce_axes
+from tritonml.reduce_functions import RECORDS
 from tritonml_autotune import spaces
 from tritonml_autotune.heuristics import reduce_config
 
@@ -45,7 +46,7 @@ REGIMES.update({
 
 
 def _reduce(x, function, axes, config, **kwargs):
-    return reduce_axes(x, axes, COMBINES[ReduceFunction[function]], config=config, **kwargs)
+    return reduce_axes(x, axes, RECORDS[ReduceFunction[function]], config=config, **kwargs)
 
 
 @pytest.mark.parametrize("regime", REGIMES)
@@ -153,7 +154,7 @@ def test_64_bit_offsets_give_the_same_result(function, monkeypatch):
     64-bit address and index arithmetic (both regimes, both stages)."""
     x = make_input((5, 6, 70), torch.float32, function).transpose(1, 2)
     axes = (0, 1)
-    combine = COMBINES[ReduceFunction[function]]
+    combine = RECORDS[ReduceFunction[function]]
     for config in (ReduceConfig("rows", 32, 4), ReduceConfig("split", 32, 2, splits=3, block_split=2),
                    ReduceConfig("split", 32, 2, splits=3, block_split=2, one_launch=False)):
         want = _reduce(x, function, axes, config)

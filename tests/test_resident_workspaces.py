@@ -13,7 +13,8 @@ from tritonml import runtime
 from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ReduceConfig, ScanConfig
 from tritonml.runtime import resident as _resident
-from tritonml.launchers.reduce import COMBINES, ReduceFunction, reduce_axes
+from tritonml.launchers.reduce import ReduceFunction, reduce_axes
+from tritonml.reduce_functions import RECORDS
 from tritonml.launchers.scan import SUM, cumulative_scan
 
 from tritonml.bench.memtrace import trace_memory
@@ -96,7 +97,7 @@ def test_under_a_dispatch_mode_each_launch_gets_a_fresh_zeroed_workspace():
     x = torch.randn(2, 1000)
     with Watching():
         got = cumulative_scan(x, 1, SUM, config=LOOKBACK)
-        split = reduce_axes(x, (1,), COMBINES[ReduceFunction.SUM], config=SPLIT)
+        split = reduce_axes(x, (1,), RECORDS[ReduceFunction.SUM], config=SPLIT)
     assert _resident._workspaces == {}
     np.testing.assert_allclose(got.double().numpy(), scan_oracle(x, 1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(split.double().numpy()[:, 0], x.double().numpy().sum(1), rtol=1e-5)
@@ -106,7 +107,7 @@ def test_split_and_look_back_on_one_stream_keep_separate_workspaces():
     generator = torch.Generator().manual_seed(2)
     for _ in range(3):
         x = torch.randn(300, 6, generator=generator)
-        got = reduce_axes(x, (0,), COMBINES[ReduceFunction.SUM], config=SPLIT)
+        got = reduce_axes(x, (0,), RECORDS[ReduceFunction.SUM], config=SPLIT)
         np.testing.assert_allclose(got.double().numpy()[0], x.double().numpy().sum(0), rtol=1e-5)
         check_scan(torch.randn(3, 900, generator=generator))
     kinds = {key[0]: held for key, (held, _) in _resident._workspaces.items()}

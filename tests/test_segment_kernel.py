@@ -84,7 +84,7 @@ def test_initial_starts_every_segment(function, dtype):
 
 
 def test_initial_is_refused_where_torch_has_none():
-    with pytest.raises(ValueError, match="initial: defined for SUM, MULTIPLY, MAX, MIN, AVERAGE"):
+    with pytest.raises(ValueError, match="initial: defined for AVERAGE, MAX, MIN, MULTIPLY, SUM"):
         S.segment_reduce_axis(torch.ones(4), record_of("L2"), _offsets([0, 4]), 0, initial=1.0)
     with pytest.raises(TypeError, match="initial: expected a Python int or float"):
         S.segment_reduce_axis(torch.ones(4), record_of("SUM"), _offsets([0, 4]), 0,

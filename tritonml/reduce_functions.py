@@ -11,26 +11,32 @@ function that tritonml reads anywhere:
   (``state``; the tuner's state bytes come from it, passed in as plain numbers);
 - the dtypes accepted (``float_only``) and the output's (the input's, or ``index_dtype`` for the
   functions that return an index, ``uses_index``);
-- the gradient (``backward``, in the convention of ``Reduction.backward``: torch's autograd
-  calls it for ``tritonml.reduce``, and ``tritonml.reduce_with`` for any ``Reduction``) and the
-  forward-mode derivative (``jvp``, likewise ``Reduction.jvp``'s); None where there is none
-  (ARGMAX, ARGMIN: their output is an index);
+- one derivative rule (``derivative``: d result / d x per element, given the caller's
+  differentiable totals), behind the gradient and the forward-mode derivative of
+  ``tritonml.reduce`` (over axes: ``derivatives``, in the conventions of ``Reduction.backward``
+  and ``Reduction.jvp``, which ``tritonml.reduce_with`` runs too) and of
+  ``tritonml.segment_reduce`` (over segments); None where there is none (ARGMAX, ARGMIN: their
+  output is an index);
+- whether ``segment_reduce``'s ``initial`` may start its fold (``takes_initial``);
 - the distributed fold (``fold``: how ``tritonml.distributed.reduce`` merges the ranks' partial
   results);
 - torch's eager twin (``torch_twin``), which the benchmarks time and check against.
 
-Who reads them: the launcher (``COMBINES`` in tritonml/launchers/reduce.py is ``RECORDS``), the
-torch op's autograd (tritonml/torch_ops/reduce.py), routing (whether a routed call may record
-autograd), tritonml.distributed (the fold), tritonml/dml/support.py (tritonml's own dtype
-support), tritonml/bench/cases.py and tritonml/tuning.py.
+Who reads them, by the record or its name (``record_of``): the launchers
+(tritonml/launchers/reduce.py and segment.py take a record), the torch ops' autograd and
+forward mode (tritonml/torch_ops/reduce.py, reduce_with.py, segment.py), routing (whether a
+routed call may record autograd), tritonml.distributed and the DTensor rules (the fold), tritonml/dml/support.py
+(tritonml's own dtype support), the tuner (state bytes and component count, as numbers),
+tritonml/bench/cases.py and tritonml/tuning.py.
 
-Adding a reduce function:
+Adding a reduce function (nothing else asks to be edited):
 1. its member in ``ReduceFunction`` (tritonml/core/reduce_function.py), with directml.h's value;
 2. its ``@triton.jit`` functions in tritonml/kernels/combine.py, if the existing ones do not
    compose into it (each takes and returns a tuple of state components);
 3. its record below, in ``RECORDS``;
 4. its tests: numpy's answer in benchmarks/reduce_oracle.py and the cases of tests/test_reduce.py;
-   tests/test_reduce_records.py checks that every member has a record.
+   tests/test_reduce_records.py checks that every member has a record, and runs a record of its
+   own through the launcher, the tuner, autograd, segment_reduce and DTensor.
 If DirectML's operator page lists the function, its feature-level rows go in
 tritonml/dml/support.py (a transcription of DirectML's tables, not a fact of the kernels).
 """
@@ -50,9 +56,12 @@ from .kernels import combine as _c
 from .launchers.reduction import Reduction
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
+_BY_NAME: Dict[str, "ReduceRecord"] = {}   # every record ReduceRecord.of made, by name
 
 StateRule = Callable[[torch.dtype, bool], Tuple[Tuple[Any, Any], ...]]
 """``state(dtype, index_64) -> ((triton dtype, identity), ...)``: a record's state components."""
+Derivative = Callable[..., Any]
+"""``derivative(x, y, total, count) -> d y / d x``: a record's derivative rule ("Derivatives")."""
 _INT32_MAX, _INT64_MAX = 2**31 - 1, 2**63 - 1
 
 
@@ -81,9 +90,13 @@ class ReduceRecord(Reduction):
     """One DirectML reduce function: a ``Reduction`` whose state follows ``state(dtype,
     index_64) -> ((triton dtype, identity), ...)`` (one pair per component; the input loads as
     the first component's dtype), with ``function`` (its ``ReduceFunction``), ``float_only``,
-    ``fold`` and ``torch_twin(x, dims)`` (torch's eager equivalent, rank kept). Built with
-    ``ReduceRecord.of``, which derives the ``Reduction`` fields (identity, dtype rules, check)
-    from ``state``. Launched with single-pointer kernel arguments (at most two state components).
+    ``fold``, ``torch_twin(x, dims)`` (torch's eager equivalent, rank kept), ``derivative``
+    (the one rule behind the gradient and the jvp of ``tritonml.reduce`` and ``segment_reduce``;
+    None for a function whose output is an index) and ``takes_initial`` (whether
+    ``segment_reduce``'s ``initial`` may start its fold). Built with ``ReduceRecord.of``, which
+    derives the ``Reduction`` fields (identity, dtype rules, check) from ``state`` and makes the
+    record known by its name (``record_of``). Launched with single-pointer kernel arguments (at
+    most two state components).
 
     Records are singletons, compared and hashed by identity (they key the launch-plan cache).
     """
@@ -92,6 +105,8 @@ class ReduceRecord(Reduction):
     float_only: bool = False
     fold: Optional[Fold] = None
     torch_twin: Optional[Callable] = None
+    derivative: Optional[Derivative] = None
+    takes_initial: bool = False
 
     if TYPE_CHECKING:   # the same methods, declared for type checkers
         def __eq__(self, other: object) -> bool: ...
@@ -103,8 +118,7 @@ class ReduceRecord(Reduction):
     @classmethod
     def of(cls, function: ReduceFunction, *, prepare: Any, merge: Any, along: Any, finish: Any,
            state: StateRule, float_only: bool = False, returns_index: bool = False,
-           backward: Optional[Callable[..., Any]] = None,
-           jvp: Optional[Callable[..., Any]] = None, fold: Fold,
+           derivative: Optional[Derivative] = None, takes_initial: bool = False, fold: Fold,
            torch_twin: Callable[..., torch.Tensor]) -> "ReduceRecord":
         def torch_state(dtypes):
             return tuple(TORCH_DTYPE[d] for d, _ in state(dtypes[0], False))
@@ -113,13 +127,38 @@ class ReduceRecord(Reduction):
             # an index function's output is the call's index_dtype; int64 is its default
             return (torch.int64,) if returns_index else (dtypes[0],)
 
-        return cls(function.name, prepare, merge, finish,
-                   identity=lambda dtypes: tuple(i for _, i in state(dtypes[0], False)),
-                   state_dtypes=torch_state, output_dtypes=output_dtypes, along=along,
-                   load_dtypes=lambda dtypes: torch_state(dtypes)[:1],
-                   check=_floats_only(function.name) if float_only else None,
-                   uses_index=returns_index, backward=backward, jvp=jvp, function=function,
-                   state=state, float_only=float_only, fold=fold, torch_twin=torch_twin)
+        record = cls(function.name, prepare, merge, finish,
+                     identity=lambda dtypes: tuple(i for _, i in state(dtypes[0], False)),
+                     state_dtypes=torch_state, output_dtypes=output_dtypes, along=along,
+                     load_dtypes=lambda dtypes: torch_state(dtypes)[:1],
+                     check=_floats_only(function.name) if float_only else None,
+                     uses_index=returns_index, function=function, state=state,
+                     float_only=float_only, fold=fold, torch_twin=torch_twin,
+                     derivative=derivative, takes_initial=takes_initial)
+        _BY_NAME[function.name] = record
+        return record
+
+    def derivatives(self, reduce: Callable[..., Any]) -> Tuple[Optional[Callable[..., Any]],
+                                                                 Optional[Callable[..., Any]]]:
+        """``(backward, jvp)`` over axes, in the conventions of ``Reduction.backward`` and
+        ``Reduction.jvp``, from ``derivative``; ``reduce(t, function, axes)`` is the caller's
+        differentiable reduction with the rank kept (None, None: an index output)."""
+        rule = self.derivative
+        if rule is None:
+            return None, None
+
+        def partials(x, y, axes):
+            count = math.prod(x.shape[a] for a in axes)   # a 0-d x: axes () and one element
+            return rule(x, y, lambda t, function: reduce(t, function, axes), count)
+
+        def backward(xs, outputs, grads, axes):
+            (x,), (y,), (grad,) = xs, outputs, grads
+            return ((partials(x, y, axes) * grad).expand(x.shape),)
+
+        def jvp(xs, outputs, tangents, axes):
+            (x,), (y,), (tangent,) = xs, outputs, tangents
+            return (reduce(partials(x, y, axes) * tangent, "SUM", axes),)
+        return backward, jvp
 
     def kernel_state(self, dtypes: Tuple[torch.dtype, ...],
                      index_64: bool) -> Tuple[Tuple[Any, ...], Tuple[Any, ...], Tuple[Any, ...]]:
@@ -183,99 +222,63 @@ def max_and_exp_sum(dtype: torch.dtype, index_64: bool) -> Tuple[Tuple[Any, Any]
 
 
 # ---------------------------------------------------------------------------------------------
-# Derivatives: ``Reduction.backward`` and ``Reduction.jvp`` (xs, outputs, and grad_outputs or
-# tangents; outputs and grad_outputs with the reduced axes kept). For one input and one output,
-# ``d y = sum over the axes of (d y / d x) * d x``: a function whose gradient is ``weights * grad``
-# has the jvp ``sum(weights * tangent)`` (torch's prod and norm jvps are written so too).
+# Derivatives: one rule per record, ``derivative(x, y, total, count) -> d y / d x``, the partial
+# derivative of an element's result in the element, a tensor or number that broadcasts against
+# x. ``y`` is the result broadcast against x; ``total(t, function)`` the reduction ("SUM" or
+# "MULTIPLY") of t over each element's group, differentiable and broadcast against x (so a
+# derivative has a derivative: double backward, jacfwd of jacrev); ``count`` each group's number
+# of elements (an int, or a tensor broadcast against x). The group is the reduced axes for
+# ``tritonml.reduce`` (``ReduceRecord.derivatives``) and the segment for ``segment_reduce``
+# (tritonml/torch_ops/segment.py), whose callers bring ``total``: this module imports no torch op.
+# For one input and one output, the gradient is ``derivative * grad`` and the jvp ``total(
+# derivative * tangent, "SUM")`` (torch's prod and norm jvps are written so too).
 # ---------------------------------------------------------------------------------------------
-def _reduce_kept(t, function: str, axes):
-    """``function`` over ``axes`` (() for a 0-d ``t``) with the rank kept, on tritonml's kernels
-    and differentiable, so a derivative has a derivative (double backward, jacfwd of jacrev)."""
-    # the torch op sits a layer above the records, which its autograd reads
-    from .torch_ops.reduce import differentiable_reduce
-    return differentiable_reduce(t, function, list(axes), True, torch.int64)
+def _sum_derivative(x, y, total, count):
+    return 1
 
 
-def _weighted(weights):
-    """``(backward, jvp)`` of a reduction whose derivative in x is ``weights(x, y, axes)``."""
-    def backward(xs, outputs, grads, axes):
-        return (weights(xs[0], outputs[0], axes) * grads[0],)
-
-    def jvp(xs, outputs, tangents, axes):
-        return (_reduce_kept(weights(xs[0], outputs[0], axes) * tangents[0], "SUM", axes),)
-    return backward, jvp
+def _average_derivative(x, y, total, count):
+    return 1 / count
 
 
-def _sum_backward(xs, outputs, grads, axes):
-    return (grads[0].expand(xs[0].shape),)
+def _l1_derivative(x, y, total, count):
+    return torch.sign(x)
 
 
-def _sum_jvp(xs, outputs, tangents, axes):
-    return (_reduce_kept(tangents[0], "SUM", axes),)   # linear: torch's sum is auto_linear
+def _sum_square_derivative(x, y, total, count):
+    return 2 * x
 
 
-def _average_backward(xs, outputs, grads, axes):
-    (x,), (grad,) = xs, grads
-    count = math.prod(x.shape[a] for a in axes)   # a 0-d x: axes () and one element
-    return ((grad / count).expand(x.shape),)
-
-
-def _average_jvp(xs, outputs, tangents, axes):
-    return (_reduce_kept(tangents[0], "AVERAGE", axes),)   # linear, as torch's mean
-
-
-def _l2_weights(x, y, axes):
+def _l2_derivative(x, y, total, count):
     """x / ||x||, and 0 where the norm is 0 (the subgradient torch's norm uses, and its jvp's
     masked_fill)."""
     zero = torch.zeros_like(x)
     return torch.where(y == 0, zero, x / torch.where(y == 0, torch.ones_like(y), y))
 
 
-def _log_sum_backward(xs, outputs, grads, axes):
-    (x,), (grad,) = xs, grads
-    return ((grad / _reduce_kept(x, "SUM", axes)).expand(x.shape),)
+def _log_sum_derivative(x, y, total, count):
+    return 1 / total(x, "SUM")
 
 
-def _log_sum_jvp(xs, outputs, tangents, axes):
-    (x,), (tangent,) = xs, tangents
-    return (_reduce_kept(tangent, "SUM", axes) / _reduce_kept(x, "SUM", axes),)
-
-
-def _softmax(x, y, axes):
-    """LOG_SUM_EXP's derivative: exp(x - logsumexp) for finite results; -inf (every element
-    -inf) gives 0; +inf splits evenly over the +inf elements."""
+def _log_sum_exp_derivative(x, y, total, count):
+    """The softmax exp(x - logsumexp) for finite results; -inf (every element -inf) gives 0;
+    +inf splits evenly over the +inf elements."""
     finite = torch.isfinite(y)
     shifted = torch.exp(x - torch.where(finite, y, torch.zeros_like(y)))
     at_inf = ((x == y) & (y == float("inf"))).to(x.dtype)
-    return torch.where(finite, shifted,
-                       at_inf / torch.clamp(_reduce_kept(at_inf, "SUM", axes), min=1))
+    return torch.where(finite, shifted, at_inf / torch.clamp(total(at_inf, "SUM"), min=1))
 
 
-def _selected(x, y):
-    """The elements an extremum's derivative reads: those equal to it, or the NaNs of a NaN."""
-    return (x == y) | (x.isnan() & y.isnan())
+def _extremum_derivative(x, y, total, count):
+    """Evenly over ties, as torch's amax/amin (and its jvp, the mean of the selected tangents);
+    a NaN result sends it to the NaNs. No element selected (a segment's ``initial`` won): 0."""
+    selected = ((x == y) | (x.isnan() & y.isnan())).to(x.dtype)
+    return selected / torch.clamp(total(selected, "SUM"), min=1)
 
 
-def _extremum_backward(xs, outputs, grads, axes):
-    """Evenly over ties, as torch's amax/amin; a NaN result sends it to the NaNs."""
-    (x,), (y,), (grad,) = xs, outputs, grads
-    selected = _selected(x, y).to(x.dtype)
-    return (selected / _reduce_kept(selected, "SUM", axes) * grad,)
-
-
-def _extremum_jvp(xs, outputs, tangents, axes):
-    """The mean of the tangents at the selected elements, as torch's amaxamin_jvp."""
-    (x,), (y,), (tangent,) = xs, outputs, tangents
-    selected = _selected(x, y)
-    picked = _reduce_kept(torch.where(selected, tangent, torch.zeros_like(tangent)), "SUM", axes)
-    return (picked / _reduce_kept(selected.to(tangent.dtype), "SUM", axes),)
-
-
-def product_of_others(x, y, total):
+def product_of_others(x, y, total, count=None):
     """MULTIPLY's derivative, the product of the other elements of each element's group, exact in
-    value with zeros and written so that its own derivative is exact too. ``total(t, function)``:
-    "SUM" or "MULTIPLY" of t over each element's group, differentiable, broadcast against x (the
-    axes of ``tritonml.reduce``, the segments of ``segment_reduce``).
+    value with zeros and written so that its own derivative is exact too.
 
     With ``rest`` the product of the nonzero elements and ``z`` the sum of the zeros' own x (0,
     with derivative 1 in each zero), by the group's count of zeros:
@@ -303,18 +306,6 @@ def product_of_others(x, y, total):
     return torch.where(is_zero, at_zero, nonzero)
 
 
-def _product_of_others(x, y, axes):
-    """MULTIPLY's derivative over ``axes`` (``product_of_others``)."""
-    return product_of_others(x, y, lambda t, function: _reduce_kept(t, function, axes))
-
-
-_SUM_SQUARE = _weighted(lambda x, y, axes: 2 * x)
-_L1 = _weighted(lambda x, y, axes: torch.sign(x))
-_L2 = _weighted(_l2_weights)
-_LOG_SUM_EXP = _weighted(_softmax)
-_MULTIPLY = _weighted(_product_of_others)
-
-
 def _single(dims):
     if len(dims) != 1:
         raise ValueError("torch's arg and product reductions take one dim")
@@ -338,52 +329,66 @@ RECORDS: Dict[ReduceFunction, ReduceRecord] = {  # pyright: ignore[reportAssignm
                     torch_twin=lambda x, d: x.argmin(dim=_single(d), keepdim=True)),
     ReduceRecord.of(_RF.AVERAGE, prepare=_c.keep_value, merge=_c.add_values, along=_c.sum_along,
                     finish=_c.finish_mean, state=accumulated(0), float_only=True,
-                    backward=_average_backward, jvp=_average_jvp, fold=Fold("mean"),
+                    derivative=_average_derivative, takes_initial=True,
+                    fold=Fold("mean"),
                     torch_twin=lambda x, d: x.mean(dim=d, keepdim=True)),
     ReduceRecord.of(_RF.L1, prepare=_c.abs_value, merge=_c.add_values, along=_c.sum_along,
-                    finish=_c.finish_value, state=accumulated(0), backward=_L1[0], jvp=_L1[1],
+                    finish=_c.finish_value, state=accumulated(0), derivative=_l1_derivative,
                     fold=Fold("stack", "SUM"),
                     torch_twin=lambda x, d: x.abs().sum(dim=d, keepdim=True)),
     ReduceRecord.of(_RF.L2, prepare=_c.square_value, merge=_c.add_values, along=_c.sum_along,
                     finish=_c.finish_sqrt, state=accumulated(0), float_only=True,
-                    backward=_L2[0], jvp=_L2[1], fold=Fold("stack", "L2"),
+                    derivative=_l2_derivative, fold=Fold("stack", "L2"),
                     torch_twin=lambda x, d: torch.linalg.vector_norm(x, 2, dim=d, keepdim=True)),
     ReduceRecord.of(_RF.LOG_SUM, prepare=_c.keep_value, merge=_c.add_values, along=_c.sum_along,
                     finish=_c.finish_log, state=accumulated(0), float_only=True,
-                    backward=_log_sum_backward, jvp=_log_sum_jvp, fold=Fold("mean"),
+                    derivative=_log_sum_derivative, fold=Fold("mean"),
                     torch_twin=lambda x, d: x.sum(dim=d, keepdim=True).log()),
     ReduceRecord.of(_RF.LOG_SUM_EXP, prepare=_c.value_and_unit_sum, merge=_c.logsumexp_values,
                     along=_c.logsumexp_along, finish=_c.finish_logsumexp, state=max_and_exp_sum,
-                    float_only=True, backward=_LOG_SUM_EXP[0], jvp=_LOG_SUM_EXP[1],
+                    float_only=True, derivative=_log_sum_exp_derivative,
                     fold=Fold("stack", "LOG_SUM_EXP"),
                     torch_twin=lambda x, d: torch.logsumexp(x, dim=d, keepdim=True)),
     ReduceRecord.of(_RF.MAX, prepare=_c.keep_value, merge=_c.max_values, along=_c.max_along,
                     finish=_c.finish_value, state=compared(largest=True),
-                    backward=_extremum_backward, jvp=_extremum_jvp, fold=Fold("stack", "MAX"),
+                    derivative=_extremum_derivative, takes_initial=True,
+                    fold=Fold("stack", "MAX"),
                     torch_twin=lambda x, d: x.amax(dim=d, keepdim=True)),
     ReduceRecord.of(_RF.MIN, prepare=_c.keep_value, merge=_c.min_values, along=_c.min_along,
                     finish=_c.finish_value, state=compared(largest=False),
-                    backward=_extremum_backward, jvp=_extremum_jvp, fold=Fold("stack", "MIN"),
+                    derivative=_extremum_derivative, takes_initial=True,
+                    fold=Fold("stack", "MIN"),
                     torch_twin=lambda x, d: x.amin(dim=d, keepdim=True)),
     ReduceRecord.of(_RF.MULTIPLY, prepare=_c.keep_value, merge=_c.mul_values, along=_c.prod_along,
-                    finish=_c.finish_value, state=accumulated(1), backward=_MULTIPLY[0],
-                    jvp=_MULTIPLY[1], fold=Fold("stack", "MULTIPLY"),
+                    finish=_c.finish_value, state=accumulated(1),
+                    derivative=product_of_others, takes_initial=True,
+                    fold=Fold("stack", "MULTIPLY"),
                     torch_twin=lambda x, d: x.prod(dim=_single(d), keepdim=True)),
     ReduceRecord.of(_RF.SUM, prepare=_c.keep_value, merge=_c.add_values, along=_c.sum_along,
-                    finish=_c.finish_value, state=accumulated(0), backward=_sum_backward,
-                    jvp=_sum_jvp, fold=Fold("stack", "SUM"),
+                    finish=_c.finish_value, state=accumulated(0),
+                    derivative=_sum_derivative, takes_initial=True, fold=Fold("stack", "SUM"),
                     torch_twin=lambda x, d: x.sum(dim=d, keepdim=True)),
     ReduceRecord.of(_RF.SUM_SQUARE, prepare=_c.square_value, merge=_c.add_values,
                     along=_c.sum_along, finish=_c.finish_value, state=accumulated(0),
-                    backward=_SUM_SQUARE[0], jvp=_SUM_SQUARE[1], fold=Fold("stack", "SUM"),
+                    derivative=_sum_square_derivative, fold=Fold("stack", "SUM"),
                     torch_twin=lambda x, d: (x * x).sum(dim=d, keepdim=True)),
 )}
 del _RF
 
 
-def record_of(function: Union[ReduceFunction, str, enum.Enum]) -> ReduceRecord:
-    """The record of ``function``: a ``ReduceFunction`` or its name (``ReduceFunction.parse``)."""
-    return RECORDS[ReduceFunction.parse(function, "function")]
+def record_of(function: Union[ReduceFunction, str, enum.Enum, ReduceRecord]) -> ReduceRecord:
+    """The record of ``function``: a ``ReduceFunction`` or its name (``ReduceFunction.parse``),
+    a record itself, or the member or name of a function added by a record of its own
+    (``ReduceRecord.of``)."""
+    if isinstance(function, ReduceRecord):
+        return function
+    try:
+        return RECORDS[ReduceFunction.parse(function, "function")]
+    except (TypeError, ValueError):
+        name = function.upper() if isinstance(function, str) else getattr(function, "name", None)
+        if name in _BY_NAME:
+            return _BY_NAME[name]
+        raise
 
 
 __all__ = ["ReduceRecord", "Fold", "RECORDS", "record_of", "accumulated", "compared",

@@ -421,9 +421,9 @@ _autograd_cache: dict = _caches.register("routing.autograd", {})
 
 def _has_autograd(route: Route, function: str, device: torch.device) -> bool:
     """Whether tritonml's function records autograd: a reduce function's record says (its
-    ``backward``); a scan is probed once on an empty input (no launch)."""
+    ``derivative``); a scan is probed once on an empty input (no launch)."""
     if not route.scan:
-        return record_of(function).backward is not None
+        return record_of(function).derivative is not None
     if function not in _autograd_cache:
         try:
             with torch.enable_grad():

@@ -191,6 +191,7 @@ def targets() -> Tuple[str, ...]:
 # ---------------------------------------------------------------------------------------------
 # Tuning problems ahead of time (``tritonml tune``; docs/tuning.md)
 # ---------------------------------------------------------------------------------------------
+# The scans ``tritonml tune --ops`` names, each to its scan record's name (``scan_record``).
 SCAN_OPS: Dict[str, str] = {"cumulative_sum": "sum", "cumulative_product": "product"}
 
 
@@ -262,7 +263,8 @@ def plan_for(item: Any, dtype: "torch.dtype", device: "Optional[torch.device]") 
     layout = reduce_layout(shape, _strides(shape), _strides(out_shape), axes, record.returns_index)
     return select.plan_reduce(layout, dtype, device, item.op,
                               partial_bytes=record.state_bytes((dtype,)),
-                              out_bytes=record.out_bytes((dtype,))), layout
+                              out_bytes=record.out_bytes((dtype,)),
+                              state_values=record.state_values((dtype,))), layout
 
 
 def runner_factory(item: Any, dtype: "torch.dtype", device: "Optional[torch.device]", layout: Any
@@ -272,7 +274,8 @@ def runner_factory(item: Any, dtype: "torch.dtype", device: "Optional[torch.devi
     import torch
 
     from .launchers.reduce import launch_reduce
-    from .launchers.scan import PRODUCT, SUM, launch_scan
+    from .launchers.scan import launch_scan
+    from .launchers.scan_records import scan_record
     from .reduce_functions import record_of
 
     scratch = {}
@@ -292,7 +295,7 @@ def runner_factory(item: Any, dtype: "torch.dtype", device: "Optional[torch.devi
     def make_runner(config):
         x, out = tensors()
         if item.op in SCAN_OPS:
-            combine = SUM if item.op == "cumulative_sum" else PRODUCT
+            combine = scan_record(SCAN_OPS[item.op])
             return lambda: launch_scan(x, out, layout, combine, reverse=False, exclusive=False,
                                        config=config)
         return lambda: launch_reduce(x, out, layout, record_of(item.op), config)

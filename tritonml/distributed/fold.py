@@ -63,13 +63,13 @@ def _fold(op, fn, states, lengths, other, red, sax, shard_shape, index_dtype):
         total = sum(counts)
         if not means:
             empty = states[0][0]
-            value = float("nan") if fn == ReduceFunction.AVERAGE else float("-inf")
+            value = float("nan") if fn.function == ReduceFunction.AVERAGE else float("-inf")
             return torch.full_like(empty, value)
-        weights = [n / total if fn == ReduceFunction.AVERAGE else float(n)
+        weights = [n / total if fn.function == ReduceFunction.AVERAGE else float(n)
                    for n in counts if n]
         weighted = torch.stack([m.to(torch.float64) * w for m, w in zip(means, weights)])
         folded = _reduce(weighted, "SUM", 0, keepdims=False)
-        if fn == ReduceFunction.LOG_SUM:
+        if fn.function == ReduceFunction.LOG_SUM:
             folded = torch.log(folded)
         return folded.to(means[0].dtype)
     stacked = torch.stack([s[0] for s in states])

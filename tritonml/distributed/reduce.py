@@ -104,19 +104,19 @@ def _reduce_shard(op, x, function, axes, sharded_axis, group, position, keepdims
                   out, timeout):
     def local(shard) -> Step:
         check_shard(x)
-        fn = ReduceFunction.parse(function, "function")
+        fn = record_of(function)   # a ReduceFunction, its name, or a record of its own
         sax = _checks.normalize_axis(sharded_axis, x.dim(), "sharded_axis")
         red = _checks.normalize_axes(axes, x.dim())
         check_index_dtype(index_dtype)
         _checks.check_bool("keepdims", keepdims)
         fields = {"axis": sax, "function": fn.name, "axes": red}
         if sax not in red:  # every rank reduces its own shard: nothing to exchange but metadata
-            local_result = _reduce(x, fn, red, keepdims=keepdims, index_dtype=index_dtype,
+            local_result = _reduce(x, fn.name, red, keepdims=keepdims, index_dtype=index_dtype,
                                    out=out)
             return Step(fields=fields, value=local_result)
         fn_record = record_of(fn)
         if fn_record.float_only and not is_float(x.dtype):
-            _reduce(x.narrow(sax, 0, 0), fn, red)  # the single-device TypeError
+            _reduce(x.narrow(sax, 0, 0), fn.name, red)  # the single-device TypeError
         if out is not None:
             dtype = index_dtype if fn_record.returns_index else x.dtype
             _checks.check_out(out, x, shape=reduced_shape(x.shape, red, keepdims), dtype=dtype)

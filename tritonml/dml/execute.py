@@ -15,10 +15,11 @@ from typing import Optional
 import torch
 
 from ..core import backend as _backend, checks as _checks
-from ..launchers.reduce import COMBINES, reduce_axes
+from ..launchers.reduce import reduce_axes
+from ..reduce_functions import RECORDS
 from ..launchers.scan import PRODUCT, SUM, cumulative_scan
 from .descs import SCAN_DESCS, CumulativeSummationOperatorDesc, OperatorDesc, ReduceOperatorDesc, TensorDesc
-from .enums import DEFAULT_FEATURE_LEVEL, AxisDirection, FeatureLevel, LevelArg, ReduceFunction, parse_level
+from .enums import DEFAULT_FEATURE_LEVEL, AxisDirection, FeatureLevel, LevelArg, parse_level
 from .errors import DescriptorError
 from .validate import check
 
@@ -175,9 +176,9 @@ class CompiledOperator:
             raise DescriptorError.at("output_buffer", rule)
         if isinstance(desc, ReduceOperatorDesc):
             kwargs = {}
-            if desc.function in (ReduceFunction.ARGMAX, ReduceFunction.ARGMIN):
+            if RECORDS[desc.function].returns_index:
                 kwargs["index_dtype"] = desc.output_tensor.data_type.torch_dtype
-            reduce_axes(x, list(desc.axes), COMBINES[desc.function], keepdims=True, out=out, **kwargs)
+            reduce_axes(x, list(desc.axes), RECORDS[desc.function], keepdims=True, out=out, **kwargs)
         else:
             combine = SUM if isinstance(desc, CumulativeSummationOperatorDesc) else PRODUCT
             cumulative_scan(x, desc.axis, combine,

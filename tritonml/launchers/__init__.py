@@ -5,8 +5,8 @@ takes ``config=`` so a tuned config can be passed in, and scans and reductions t
 function as a parameter (``ScanCombine``; a reduce function's ``ReduceRecord``,
 tritonml/reduce_functions.py).
 """
-from .reduce import COMBINES, ReduceRecord, launch_reduce, reduce_axes
+from .reduce import ReduceRecord, launch_reduce, reduce_axes
 from .scan import PRODUCT, SUM, ScanCombine, cumulative_scan, launch_scan
 
-__all__ = ["ReduceRecord", "COMBINES", "reduce_axes", "launch_reduce",
+__all__ = ["ReduceRecord", "reduce_axes", "launch_reduce",
            "ScanCombine", "SUM", "PRODUCT", "cumulative_scan", "launch_scan"]

@@ -24,17 +24,12 @@ from ..runtime import plan as _plan
 from ..core.dtypes import TORCH_DTYPE, dtype_name
 from ..core.shapes import reduced_shape, strides_over_input
 from ..core.layout import ReduceLayout, reduce_layout
-from ..core.reduce_function import ReduceFunction  # noqa: F401 (COMBINES' keys, for callers)
+from ..core.reduce_function import ReduceFunction  # noqa: F401 (for callers)
 from ..kernels.reduce import reduce_kernel, reduce_partials_kernel
-from ..reduce_functions import RECORDS, ReduceRecord
+from ..reduce_functions import ReduceRecord
 from ..runtime import resident as _resident, scratch as _scratch, steps as _steps
 
 INDEX_DTYPES = (torch.int32, torch.int64, torch.uint32, torch.uint64)
-
-
-# The twelve DirectML functions, one record each (tritonml/reduce_functions.py): the reduction
-# ``reduce_axes`` takes.
-COMBINES = RECORDS
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,6 +158,7 @@ def _plan_reduce(x, axes, combine, keepdims, index_dtype, out, config) -> _Reduc
         config = select.choose_reduce(layout, x.dtype, x.device, combine.name,
                                       partial_bytes=combine.state_bytes((x.dtype,)),
                                       out_bytes=combine.out_bytes((x.dtype,)),
+                                      state_values=combine.state_values((x.dtype,)),
                                       make_runner=make_runner).config
     work = None if needs_copy else reduce_work(
         layout, combine, x.dtype, x.is_neg(), out is not None and out.is_neg(), config)

@@ -133,7 +133,8 @@ def _plan_reduce_with(reduction, xs, axes, keepdims, config) -> _ReduceWithPlan:
         state_bytes = reduction.state_bytes(dtypes)
         config = select.choose_reduce(layout, x.dtype, x.device, f"user:{reduction.name}",
                                       partial_bytes=state_bytes,
-                                      out_bytes=reduction.out_bytes(dtypes)).config
+                                      out_bytes=reduction.out_bytes(dtypes),
+                                      state_values=reduction.state_values(dtypes)).config
         config = fit_tile_to_state(config, state_bytes)  # pyright: ignore[reportArgumentType]
     work = reduce_work(layout, reduction, dtypes, False, False,  # pyright: ignore[reportArgumentType]
                        config)

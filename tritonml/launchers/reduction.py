@@ -148,6 +148,13 @@ class Reduction:
         for name in ("prepare", "merge", "finish", "along"):
             _triton_compat.make_language_visible(getattr(self, name))
 
+    def derivatives(self, reduce: Callable[..., Any]) -> Tuple[Optional[Callable[..., Any]],
+                                                                 Optional[Callable[..., Any]]]:
+        """``(backward, jvp)``, as ``tritonml.reduce_with``'s autograd calls them: a Reduction's
+        own. A built-in record derives them from its derivative rule, with ``reduce(t, function,
+        axes)`` the caller's differentiable reduction (``ReduceRecord.derivatives``)."""
+        return self.backward, self.jvp
+
     # --- what the kernels need (tritonml/launchers/reduce.py: reduce_work) ---
     @property
     def returns_index(self) -> bool:
@@ -186,6 +193,10 @@ class Reduction:
     def out_bytes(self, dtypes: Tuple[torch.dtype, ...]) -> int:
         """Bytes of one output element, as the tuner counts them: the first input's dtype."""
         return dtypes[0].itemsize
+
+    def state_values(self, dtypes: Tuple[torch.dtype, ...]) -> int:
+        """The number of state components (the tuner's register class: one value, or two)."""
+        return len(self.state_dtypes(dtypes))
 
 
 __all__ = ["Reduction", "default_load_dtype"]

@@ -11,10 +11,11 @@ rather than branching on the scan's name:
   folded out of order (``commutative``);
 - the tuner (``tritonml_autotune.select.choose_scan``): the name and the bytes read and held per
   element, passed as plain data (``element_bytes``);
-- autograd (tritonml/torch_ops/scan.py, recurrence.py): ``backward`` and ``jvp`` (reverse and
-  forward mode), plain functions of torch tensors that run the scans they need through the
-  ``scan`` callable they are given (so derivatives are themselves differentiable, on tritonml's
-  kernels; ``scan(LINEAR_RECURRENCE, (gates, tokens), ...)`` runs a linear recurrence);
+- autograd (tritonml/torch_ops/scan.py, cumextreme.py, segment.py, recurrence.py): ``backward``
+  and ``jvp`` (reverse and forward mode), plain functions of torch tensors that run the scans and
+  shifts they need through the ``Scans`` they are given (whole axis, or restarted per
+  segment), so derivatives are themselves differentiable, on tritonml's kernels
+  (``scan(LINEAR_RECURRENCE, (gates, tokens), ...)`` runs a linear recurrence);
 - distributed (tritonml/distributed/scan.py): ``fold``, the ``ReduceFunction`` that folds the shards'
   totals into each rank's carry.
 
@@ -35,7 +36,9 @@ How to add a scan combine
 2. Add a ``ScanCombine`` record here: name, combine, identity, and where defined its
    ``backward``, ``jvp`` and ``fold``. ``cumulative_scan(x, axis, RECORD)`` then runs it in
    every regime (rows, columns, look-back, chunked), with ``initial``, ``exclusive``,
-   ``reverse`` and ``return_carry``; the tuner tunes it under its name.
+   ``reverse`` and ``return_carry``; the tuner tunes it under its name; with a ``backward`` and
+   a ``jvp`` (written against a ``Scans``), ``tritonml.segment_scan(x, RECORD, ...)`` runs it
+   per segment, differentiable.
 3. For a public torch op, add a ``_ScanOps(name, RECORD)`` in tritonml/torch_ops/scan.py and its
    public function (the schema, fake kernels, vmap rules and autograd come from the record).
 4. Tests: the regimes and the oracle (tests/test_scan_custom_combine.py runs a record that is not
@@ -47,7 +50,7 @@ A combine over a tuple state (several tensors scanned together) is a ``StateScan
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
@@ -60,6 +63,42 @@ def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
     """The dtype a scan of ``dtype`` carries its tally in (docs/semantics.md): float16 and
     bfloat16 in float32, float32 in float64, integers in 64 bits of their signedness."""
     return ACC_TORCH_DTYPE[dtype]
+
+
+_BY_NAME: Dict[str, "ScanCombine"] = {}   # every ScanCombine by lower-case name (the latest)
+
+
+def scan_record(name: str) -> "ScanCombine":
+    """The ``ScanCombine`` named ``name`` in any case (the latest made of that name); KeyError
+    if none."""
+    return _BY_NAME[name.lower()]
+
+
+def shift_along(t, axis: int, later: bool, reverse: bool, fill: float = 0.0):
+    """t[i] <- t[i + 1] (``later``) or t[i - 1] in traversal order, ``fill`` at the position
+    with no neighbour; a 0-d tensor acts as shape [1]."""
+    if t.dim() == 0:
+        return torch.full_like(t, fill)
+    n = t.shape[axis]
+    if n == 0:
+        return t
+    edge = torch.full_like(t.narrow(axis, 0, 1), fill)
+    if later != reverse:
+        return torch.cat([t.narrow(axis, 1, n - 1), edge], axis)
+    return torch.cat([edge, t.narrow(axis, 0, n - 1)], axis)
+
+
+@dataclass(frozen=True)
+class Scans:
+    """What a scan record's ``backward`` and ``jvp`` run: ``scans(record, t, axis, reverse,
+    exclusive, initial=None)`` a differentiable scan, and ``scans.shift(t, axis, later, reverse,
+    fill=0.0)`` the one-step shift of ``shift_along``, over the whole axis or, for segments,
+    within each segment."""
+    run: Callable[..., Any]
+    shift: Callable[..., Any] = shift_along
+
+    def __call__(self, record, t, axis: int, reverse: bool, exclusive: bool, initial=None):
+        return self.run(record, t, axis, reverse, exclusive, initial)
 
 
 @dataclass(frozen=True)
@@ -80,6 +119,11 @@ class ScanCombine:
     tangent None where its input has none (never both), ``scan(record, t, axis, reverse,
     exclusive, initial=None)``.
     ``fold``: the ``ReduceFunction`` name that folds totals across ranks.
+
+    ``scan`` is a ``Scans``: the same derivatives serve a scan of the whole axis
+    (tritonml/torch_ops/scan.py) and of each segment on its own (tritonml/torch_ops/segment.py),
+    whose scans and one-step shifts restart at the boundaries. A record is known by its name
+    (``scan_record``), which ``tritonml.segment_scan``'s op carries.
     """
     name: str
     fn: object
@@ -90,6 +134,9 @@ class ScanCombine:
     backward: Optional[Callable] = None
     fold: Optional[str] = None
     jvp: Optional[Callable] = None
+
+    def __post_init__(self) -> None:
+        _BY_NAME[self.name.lower()] = self
 
     def forms(self) -> Tuple[Any, Any]:
         """``(COMBINE, SCAN_COMBINE)``: the state and flat forms the kernels take
@@ -133,15 +180,7 @@ def _sum_backward(scan, x, output, initial, grad, axis, reverse, exclusive):
 
 def shift_later(grad, axis: int, reverse: bool):
     """grad[i] <- grad[i + 1] in traversal order, the last position 0."""
-    if grad.dim() == 0:   # a 0-d tensor acts as shape [1]: its one position is the last
-        return torch.zeros_like(grad)
-    n = grad.shape[axis]
-    if n == 0:
-        return grad
-    zero = torch.zeros_like(grad.narrow(axis, 0, 1))
-    if reverse:
-        return torch.cat([zero, grad.narrow(axis, 0, n - 1)], axis)
-    return torch.cat([grad.narrow(axis, 1, n - 1), zero], axis)
+    return shift_along(grad, axis, True, reverse)
 
 
 def _inclusive_product_grad(scan, x, exclusive_product, grad, axis: int, reverse: bool):
@@ -154,8 +193,8 @@ def _inclusive_product_grad(scan, x, exclusive_product, grad, axis: int, reverse
     divided out: exact with any zeros, and a polynomial in x made of differentiable scans, so its
     derivatives of every order are exact too (a zero's own factor stays in every other term).
     """
-    later = scan(LINEAR_RECURRENCE, (shift_later(x, axis, reverse), grad), axis, not reverse,
-                 False)
+    later = scan(LINEAR_RECURRENCE, (scan.shift(x, axis, True, reverse), grad), axis,
+                 not reverse, False)
     return exclusive_product * later
 
 
@@ -173,7 +212,7 @@ def _product_backward(scan, x, output, initial, grad, axis, reverse, exclusive):
     z's inclusive gradient for ``grad`` padded with a 0 on the other side, split back."""
     if initial is None:
         if exclusive:
-            grad = shift_later(grad, axis, reverse)
+            grad = scan.shift(grad, axis, True, reverse)
             before = output
         else:
             before = scan(PRODUCT, x, axis, reverse, True)
@@ -264,7 +303,7 @@ def _product_jvp(scan, x, output, initial, x_tangent, initial_tangent, axis, rev
         before = output if exclusive else scan(PRODUCT, x, axis, reverse, True)
         tangent = _inclusive_product_tangent(scan, x, before, x_tangent, axis, reverse)
         if exclusive:
-            tangent = _shift_earlier(tangent, None, axis, reverse)
+            tangent = scan.shift(tangent, axis, False, reverse)
     else:
         n = x.shape[axis]
         if initial_tangent is None:
@@ -296,6 +335,45 @@ def _recurrence_jvp(recurrence, gates, output, initial, gates_tangent, tokens_ta
     return tangent.squeeze(0) if scalar else tangent
 
 
+def _logcumsumexp_backward(scan, x, output, initial, grad, axis, reverse, exclusive):
+    """torch's logcumsumexp_backward: exp(reverse_logcumsumexp(log|grad| - result) + x), for the
+    positive and the negative parts of grad (the smallest float standing for log 0), its scans
+    run on this record, so double backward works too. An exclusive scan is the inclusive one
+    shifted a step: the inclusive gradient of the shifted ``grad``."""
+    if grad.dim() == 0 or grad.numel() == 0:
+        return (torch.zeros_like(grad) if exclusive else grad), None
+    if exclusive:
+        grad = scan.shift(grad, axis, True, reverse)
+        output = scan(LOGCUMSUMEXP, x, axis, reverse, False)
+    lowest = torch.finfo(grad.dtype).min
+    log_abs = grad.abs().log()
+    parts = []
+    for part in (grad > 0, grad < 0):
+        logs = torch.where(part, log_abs, torch.full_like(log_abs, lowest))
+        parts.append((scan(LOGCUMSUMEXP, logs - output, axis, not reverse, False) + x).exp())
+    return parts[0] - parts[1], None
+
+
+def _logcumsumexp_jvp(scan, x, output, initial, x_tangent, initial_tangent, axis, reverse,
+                      exclusive):
+    """sum_{j<=i} exp(x_j - y_i) t_j as the linear recurrence o_i = exp(y_{i-1} - y_i) o_{i-1} +
+    exp(x_i - y_i) t_i, which stays exact where torch's exp(x - max) underflows; 0 where y_i =
+    -inf (every term exp(-inf): torch's jvp masks those too). Exclusive: the inclusive tangent
+    shifted a step (the first output, -inf, is constant)."""
+    if x_tangent is None:
+        x_tangent = torch.zeros_like(x)
+    if x.dim() == 0 or x.numel() == 0:
+        return torch.zeros_like(x_tangent) if exclusive else x_tangent
+    y = scan(LOGCUMSUMEXP, x, axis, reverse, False) if exclusive else output
+    live = y > float("-inf")
+    zero = torch.zeros_like(y)
+    gates = torch.where(live, torch.exp(scan.shift(y, axis, False, reverse, float("-inf")) - y),
+                        zero)
+    tokens = torch.where(live, torch.exp(x - y) * x_tangent, zero)
+    tangent = scan(LINEAR_RECURRENCE, (gates, tokens), axis, reverse, False)
+    return scan.shift(tangent, axis, False, reverse) if exclusive else tangent
+
+
 # ---------------------------------------------------------------------------------------------
 # The records
 # ---------------------------------------------------------------------------------------------
@@ -309,5 +387,6 @@ LINEAR_RECURRENCE = StateScan("linear_recurrence", _combine.compose_affine, (1, 
                               stored=(False, True), backward=_recurrence_backward,
                               jvp=_recurrence_jvp)
 # torch.logcumsumexp: log(exp(tally) + exp(x)), stable (tritonml/kernels/combine.py: log_add_exp);
-# -inf is its identity. Its public function and gradient: tritonml/torch_ops/cumextreme.py.
-LOGCUMSUMEXP = ScanCombine("logcumsumexp", _combine.log_add_exp, float("-inf"), commutative=True)
+# -inf is its identity. Its public function: tritonml/torch_ops/cumextreme.py.
+LOGCUMSUMEXP = ScanCombine("logcumsumexp", _combine.log_add_exp, float("-inf"), commutative=True,
+                           backward=_logcumsumexp_backward, jvp=_logcumsumexp_jvp)

@@ -35,7 +35,7 @@ from ..core import checks as _checks, layout as _layout
 from ..core.dtypes import ACC_TORCH_DTYPE, TL_DTYPE, TORCH_DTYPE
 from ..kernels import combine as _combine
 from ..kernels.segment import segment_kernel
-from ..reduce_functions import record_of
+from ..reduce_functions import RECORDS, ReduceRecord, record_of
 from ..runtime import relaunch as _relaunch, resident as _resident, steps as _steps
 from . import scan_checks as _scan_checks, state_combine as _state_combine
 from .reduction import Reduction
@@ -45,9 +45,12 @@ from .scan_records import ScanCombine
 # (a config's ``maxnreg``, where it sets one, stands): tritonml_autotune.registers.
 _relaunch.guard_spills(segment_kernel)
 
-# The functions whose fold ``initial`` may start (torch.segment_reduce's five).
-INITIAL_FUNCTIONS = ("SUM", "MULTIPLY", "MAX", "MIN", "AVERAGE")
-_INDEX_FUNCTIONS = ("ARGMAX", "ARGMIN")
+
+
+def initial_takers() -> str:
+    """The reduce functions whose fold ``initial`` may start (their records' ``takes_initial``:
+    torch.segment_reduce's five), for messages."""
+    return ", ".join(r.name for r in RECORDS.values() if r.takes_initial)
 
 
 def segment_offsets(axis_len: int, device, *, offsets=None, lengths=None,
@@ -266,10 +269,12 @@ def segment_reduce_axis(xs, reduction: Reduction, offsets: torch.Tensor, axis: i
     dtypes = tuple(t.dtype for t in xs)
     if reduction.check is not None:
         reduction.check(dtypes)
-    function = getattr(getattr(reduction, "function", None), "name", None)
+    # an index function's empty segment holds the axis length (a user's Reduction: finish's)
+    record = reduction if isinstance(reduction, ReduceRecord) else None
+    empty_index = record is not None and record.returns_index
     if initial is not None:
-        if function not in INITIAL_FUNCTIONS:
-            raise ValueError(f"initial: defined for {', '.join(INITIAL_FUNCTIONS)} only (torch."
+        if record is None or not record.takes_initial:
+            raise ValueError(f"initial: defined for {initial_takers()} only (torch."
                              f"segment_reduce's), not {reduction.name}")
         if type(initial) not in (int, float):
             raise TypeError(f"initial: expected a Python int or float, got "
@@ -285,7 +290,7 @@ def segment_reduce_axis(xs, reduction: Reduction, offsets: torch.Tensor, axis: i
                 prepare=reduction.prepare, merge=reduction.merge, finish=reduction.finish,
                 load_dtypes=tuple(TORCH_DTYPE[d] for d in load),
                 state_dtypes=tuple(TORCH_DTYPE[d] for d in state), identity=identity,
-                scan=False, initial=initial, empty_index=function in _INDEX_FUNCTIONS,
+                scan=False, initial=initial, empty_index=empty_index,
                 along=reduction.along, config=config)
     if keepdims:
         outs = tuple(o.unsqueeze(axis + 1) for o in outs)
@@ -351,5 +356,5 @@ def segment_associative_scan(combine_fn, xs, offsets: torch.Tensor, axis: int, *
     return outs
 
 
-__all__ = ["INITIAL_FUNCTIONS", "segment_offsets", "segment_reduce_axis", "segment_scan_axis",
+__all__ = ["initial_takers", "segment_offsets", "segment_reduce_axis", "segment_scan_axis",
            "segment_associative_scan"]

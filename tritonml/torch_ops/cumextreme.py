@@ -17,10 +17,9 @@ too (``define``'s ``opaque``); logcumsumexp is a ``triton_op`` whose kernels tor
 
 Gradients are torch's (tools/autograd/derivatives.yaml): cummax / cummin send each output's
 gradient to the element its index names (a scatter-add), their jvp gathers the tangent there;
-logcumsumexp's backward is torch's (the reverse logcumsumexp of log|grad| - result, split by sign,
-run on this op, so double backward works too) and its jvp, sum_{j<=i} exp(x_j - y_i) t_j, is the
-first-order recurrence o_i = exp(y_{i-1} - y_i) o_{i-1} + exp(x_i - y_i) t_i
-(``tritonml.linear_recurrence``), which stays exact where torch's exp(x - max) underflows.
+logcumsumexp's are its record's (``LOGCUMSUMEXP.backward`` and ``jvp``, launchers/scan_records.py:
+torch's backward, the reverse logcumsumexp of log|grad| - result split by sign, run on this op so
+double backward works too; the jvp a first-order linear recurrence).
 """
 from __future__ import annotations
 
@@ -37,7 +36,7 @@ from ..launchers.scan_records import LOGCUMSUMEXP
 from ..reductions import losing_value
 from .define import define, differentiable
 from .family import as_input, call, comparable
-from .recurrence import linear_recurrence
+from .scan import WHOLE_AXIS, register_differentiable
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,47 +174,26 @@ def _setup_logcumsumexp(ctx, inputs, output):
 
 
 def _backward_logcumsumexp(ctx, grad):
-    """torch's logcumsumexp_backward: exp(reverse_logcumsumexp(log|grad| - result) + x), for the
-    positive and the negative parts of grad (the smallest float standing for log 0)."""
+    """The record's gradient (``LOGCUMSUMEXP.backward``, launchers/scan_records.py)."""
     x, result = ctx.saved_tensors
-    if grad.dim() == 0 or grad.numel() == 0:
-        return grad, None, None
-    lowest = torch.finfo(grad.dtype).min
-    log_abs = grad.abs().log()
-    parts = []
-    for part in (grad > 0, grad < 0):
-        logs = torch.where(part, log_abs, torch.full_like(log_abs, lowest))
-        parts.append((_LOGCUMSUMEXP(logs - result, ctx.dim, not ctx.reverse) + x).exp())
-    return parts[0] - parts[1], None, None
-
-
-def _shift_in(t: torch.Tensor, dim: int, reverse: bool, fill: float) -> torch.Tensor:
-    """t[i - 1] at i in traversal order, ``fill`` at the first position."""
-    n = t.shape[dim]
-    first = torch.full_like(t.narrow(dim, 0, 1), fill)
-    if reverse:
-        return torch.cat([t.narrow(dim, 1, n - 1), first], dim)
-    return torch.cat([first, t.narrow(dim, 0, n - 1)], dim)
+    grad_x, _ = LOGCUMSUMEXP.backward(  # pyright: ignore[reportOptionalCall]
+        WHOLE_AXIS, x, result, None, grad, ctx.dim, ctx.reverse, False)
+    return grad_x, None, None
 
 
 def _jvp_logcumsumexp(ctx, x_t, dim_t, reverse_t=None):
-    """sum_{j<=i} exp(x_j - y_i) t_j as a linear recurrence; 0 where y_i = -inf (every term
-    exp(-inf): torch's jvp masks those too)."""
+    """The record's tangent (``LOGCUMSUMEXP.jvp``)."""
     x, y = ctx.saved_tensors
-    if x.dim() == 0 or x.numel() == 0:
-        return x_t
-    live = y > float("-inf")
-    zero = torch.zeros_like(y)
-    gates = torch.where(live, torch.exp(_shift_in(y, ctx.dim, ctx.reverse, float("-inf")) - y),
-                        zero)
-    tokens = torch.where(live, torch.exp(x - y) * x_t, zero)
-    return linear_recurrence(gates, tokens, ctx.dim, reverse=ctx.reverse)
+    return LOGCUMSUMEXP.jvp(  # pyright: ignore[reportOptionalCall]
+        WHOLE_AXIS, x, y, None, x_t, None, ctx.dim, ctx.reverse, False)
 
 
 _CUMMAX = differentiable(_cummax_op, _setup_extreme, _backward_extreme, jvp=_jvp_extreme)
 _CUMMIN = differentiable(_cummin_op, _setup_extreme, _backward_extreme, jvp=_jvp_extreme)
 _LOGCUMSUMEXP = differentiable(_logcumsumexp_op, _setup_logcumsumexp, _backward_logcumsumexp,
                                jvp=_jvp_logcumsumexp)
+register_differentiable(LOGCUMSUMEXP, lambda x, axis, reverse, exclusive, initial:
+                        _LOGCUMSUMEXP(x, axis, reverse))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -111,30 +111,30 @@ def _same_placements(name: str, t, x, placements=None) -> None:
 # ---------------------------------------------------------------------------------------------
 # The rules, one per op family; each takes the op's arguments as its schema names them
 # ---------------------------------------------------------------------------------------------
-def _scan_functional(total: str):
+def _scan_functional(name: str):
     def rule(x, axis, reverse=False, exclusive=False, initial=None):
         x = _no_partial("x", _first("x", x))
-        scan = _td().cumulative_sum if total == "SUM" else _td().cumulative_product
+        scan = getattr(_td(), name)   # tritonml.distributed's function of the op's name
         return scan(x, axis, reverse=reverse, exclusive=exclusive,
                     initial=_initial_like(initial, x, axis))
     return rule
 
 
-def _scan_out(total: str):
+def _scan_out(name: str):
     def rule(x, axis, reverse, exclusive, out, initial=None):
         x = _no_partial("x", _first("x", x))
         _refuse_partial("out", _first("out", out))
         _same_placements("out", out, x)
-        scan = _td().cumulative_sum if total == "SUM" else _td().cumulative_product
+        scan = getattr(_td(), name)
         scan(x, axis, reverse=reverse, exclusive=exclusive,
              initial=_initial_like(initial, x, axis), out=out)
     return rule
 
 
-def _scan_in_place(total: str):
+def _scan_in_place(name: str):
     def rule(x, axis, reverse=False, exclusive=False, initial=None):
         _refuse_partial("x", _first("x", x))
-        scan = _td().cumulative_sum if total == "SUM" else _td().cumulative_product
+        scan = getattr(_td(), name)
         scan(x, axis, reverse=reverse, exclusive=exclusive,
              initial=_initial_like(initial, x, axis), out=x)
     return rule
@@ -176,10 +176,11 @@ def register() -> None:
     from torch.distributed.tensor import DTensor
     rules = {"reduce": _reduce, "reduce_out": _reduce_out,
              "linear_recurrence": _linear_recurrence}
-    for name, total in (("cumulative_sum", "SUM"), ("cumulative_product", "MULTIPLY")):
-        rules[name] = _scan_functional(total)
-        rules[f"{name}_out"] = _scan_out(total)
-        rules[f"{name}_"] = _scan_in_place(total)
+    from .scan import OPS_BY_NAME
+    for name in OPS_BY_NAME:   # each cumulative operator's ops
+        rules[name] = _scan_functional(name)
+        rules[f"{name}_out"] = _scan_out(name)
+        rules[f"{name}_"] = _scan_in_place(name)
     for name, rule in rules.items():
         torch.library.register_torch_dispatch(f"tritonml::{name}", DTensor, _dispatching(rule))
 

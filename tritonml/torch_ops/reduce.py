@@ -5,9 +5,11 @@ public function ``tritonml.reduce`` that calls them:
     tritonml::reduce_out(Tensor x, str function, int[] axes, bool keepdims, ScalarType index_dtype,
                          Tensor(a!) out) -> ()
 
-``function`` is a ``ReduceFunction`` name; ``axes`` are normalized (sorted, non-negative) by the
+``function`` is a reduce function's name (a ``ReduceFunction`` member's, or that of a function
+added by a record of its own: ``record_of``); ``axes`` are normalized (sorted, non-negative) by the
 public function, and an empty list means every axis. Gradients and forward-mode tangents: each
-function's record (``backward``, ``jvp``; tritonml/reduce_functions.py), docs/torch.md.
+function's record (``derivative``, applied over the axes by ``ReduceRecord.derivatives``;
+tritonml/reduce_functions.py), docs/torch.md.
 """
 import enum
 from typing import List, Optional, Sequence, Union
@@ -18,13 +20,13 @@ from ..core import checks as _checks
 from ..core.reduce_function import ReduceFunction
 from ..core.shapes import reduced_shape
 from ..launchers.reduce import check_index_dtype, reduce_axes
-from ..reduce_functions import RECORDS
+from ..reduce_functions import record_of
 from . import jagged as _jagged
 from .define import batch_first, define, differentiable, direct_call_allowed, mutated
 
 
 def _record(function: str):
-    return RECORDS[ReduceFunction[function]]
+    return record_of(function)
 
 
 def _axes(axes: List[int], rank: int) -> tuple:
@@ -101,33 +103,38 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, grad):
-    """The function's gradient, from its record (``ReduceRecord.backward``, in the convention of
-    ``tritonml.Reduction.backward``: the output and its gradient with the reduced axes kept)."""
+    """The function's gradient, from its record's derivative rule (``ReduceRecord.derivatives``,
+    in the convention of ``tritonml.Reduction.backward``: the output and its gradient with the
+    reduced axes kept)."""
     x, result = ctx.saved_tensors
-    record = _record(ctx.function)
-    if record.backward is None:
-        why = "its output is an index" if record.returns_index else "its record has no backward"
-        raise RuntimeError(f"reduce: {ctx.function} is not differentiable ({why})")
+    backward, _ = _record(ctx.function).derivatives(reduce_kept)
+    if backward is None:
+        raise RuntimeError(f"reduce: {ctx.function} is not differentiable (its output is an "
+                           "index)")
     keep = ctx.keep_shape                    # kept rank, so they broadcast against x
     axes = ctx.axes if x.dim() else ()       # a 0-d x: no axis to name, one element
-    (grad_x,) = record.backward((x,), (result.reshape(keep),), (grad.reshape(keep),), axes)
+    (grad_x,) = backward((x,), (result.reshape(keep),), (grad.reshape(keep),), axes)
     return grad_x, None, None, None, None
 
 
 def _jvp(ctx, x_tangent, *_):
-    """The function's tangent, from its record (``ReduceRecord.jvp``, in the convention of
-    ``tritonml.Reduction.jvp``); an index has none (its output is an integer tensor, whose tangent
-    torch.func reports as zeros, as for torch.argmax)."""
+    """The function's tangent, from its record's derivative rule (``ReduceRecord.derivatives``,
+    in the convention of ``tritonml.Reduction.jvp``); an index has none (its output is an integer
+    tensor, whose tangent torch.func reports as zeros, as for torch.argmax)."""
     x, result = ctx.saved_tensors
-    record = _record(ctx.function)
-    if record.returns_index:
+    _, jvp = _record(ctx.function).derivatives(reduce_kept)
+    if jvp is None:
         return None
-    if record.jvp is None:
-        raise RuntimeError(f"reduce: {ctx.function} has no forward-mode derivative (its record "
-                           "has no jvp)")
     axes = ctx.axes if x.dim() else ()
-    (tangent,) = record.jvp((x,), (result.reshape(ctx.keep_shape),), (x_tangent,), axes)
-    return tangent.reshape(result.shape)  # pyright: ignore[reportOptionalMemberAccess]
+    (tangent,) = jvp((x,), (result.reshape(ctx.keep_shape),), (x_tangent,), axes)
+    return tangent.reshape(result.shape)
+
+
+def reduce_kept(t: torch.Tensor, function: str, axes) -> torch.Tensor:
+    """``function`` over ``axes`` (() for a 0-d ``t``) with the rank kept, on tritonml's kernels
+    and differentiable: the ``reduce`` a record's derivative rule is given, so a derivative has a
+    derivative (double backward, jacfwd of jacrev)."""
+    return differentiable_reduce(t, function, list(axes), True, torch.int64)
 
 
 differentiable_reduce = differentiable(reduce_op, _setup_context, _backward, _jvp)
@@ -187,7 +194,7 @@ def reduce(x: torch.Tensor, function: Union[ReduceFunction, str, enum.Enum],
         return _jagged.reduce(reduce, x, function, axes, keepdims, index_dtype, out)
     if direct_call_allowed(x, out):
         # Plain eager code: the launcher the op would call, without the op's layers.
-        combine = RECORDS[ReduceFunction.parse(function, "function")]
+        combine = record_of(function)
         result: torch.Tensor = reduce_axes(  # pyright: ignore[reportAssignmentType] (one output)
             x, axes, combine, keepdims=keepdims, index_dtype=index_dtype, out=out)
         if out is not None:
@@ -195,7 +202,7 @@ def reduce(x: torch.Tensor, function: Union[ReduceFunction, str, enum.Enum],
         return result
     if not torch.compiler.is_compiling():
         _checks.check_readable("x", x)  # before the dispatcher, which has no sparse kernel
-    name = ReduceFunction.parse(function, "function").name
+    name = record_of(function).name
     keepdims = _checks.check_bool("keepdims", keepdims)
     check_index_dtype(index_dtype)
     axes = list(_checks.normalize_axes(axes, x.dim()))

@@ -22,6 +22,7 @@ from ..core.shapes import reduced_shape
 from ..launchers.reduce_with import Reduction, reduce_with_axes
 from . import dtensor as _dtensor
 from .define import compiler_disable
+from .reduce import reduce_kept
 
 
 def _recording(xs) -> list:
@@ -86,7 +87,8 @@ class ReduceWith(torch.autograd.Function):
         outputs = tuple(o.reshape(kept) for o in outputs)
         grad_outputs = tuple(None if g is None else g.reshape(kept) for g in grad_outputs)
         reduction = ctx.reduction
-        grads = reduction.backward(xs, outputs, grad_outputs, ctx.axes)
+        backward, _ = reduction.derivatives(reduce_kept)
+        grads = backward(xs, outputs, grad_outputs, ctx.axes)
         if not isinstance(grads, (tuple, list)) or len(grads) != len(xs):
             raise TypeError(f"reduction: {reduction.name}'s backward must return a tuple of "
                             f"{len(xs)} gradient(s), one per input (a tensor or None), got "
@@ -105,13 +107,14 @@ class ReduceWith(torch.autograd.Function):
     def jvp(ctx, _reduction, _axes, _keepdims, _config,  # pyright: ignore[reportIncompatibleMethodOverride]
             *tangents):
         reduction = ctx.reduction
-        if reduction.jvp is None:
+        _, jvp = reduction.derivatives(reduce_kept)
+        if jvp is None:
             first = next(i for i, t in enumerate(tangents) if t is not None)
             raise _no_jvp(reduction, _input_name(ctx.inputs == 1, first))
         saved = ctx.saved_tensors
         xs, outputs = saved[:ctx.inputs], saved[ctx.inputs:]
         kept = ctx.kept_shape
-        results = reduction.jvp(xs, tuple(o.reshape(kept) for o in outputs), tangents, ctx.axes)
+        results = jvp(xs, tuple(o.reshape(kept) for o in outputs), tangents, ctx.axes)
         if not isinstance(results, (tuple, list)) or len(results) != len(outputs):
             raise TypeError(f"reduction: {reduction.name}'s jvp must return a tuple of "
                             f"{len(outputs)} tangent(s), one per output (a tensor or None), got "
@@ -198,13 +201,14 @@ def reduce_with(reduction: Reduction, xs: Union[torch.Tensor, Sequence[torch.Ten
     transformed = listed and (_torch_compat.peek_functorch_interpreter is not None
                               and _torch_compat.peek_functorch_interpreter() is not None)
     if (recording or with_tangent or transformed) and isinstance(reduction, Reduction):
-        if recording and reduction.backward is None:
+        backward, jvp = reduction.derivatives(reduce_kept)
+        if recording and backward is None:
             raise RuntimeError(
                 f"{_input_name(single, recording[0])}: requires grad, but the reduction "
                 f"{reduction.name} has no gradient; give its tritonml.Reduction a backward= "
                 f"function (docs/dsl.md, \"Gradients\"), or pass tensors that do not require "
                 f"grad (x.detach(), or torch.no_grad())")
-        if with_tangent and reduction.jvp is None:
+        if with_tangent and jvp is None:
             raise _no_jvp(reduction, _input_name(single, with_tangent[0]))
         outs = ReduceWith.apply(reduction, axes, keepdims, config, *tensors)
     else:

@@ -31,7 +31,7 @@ from torch.autograd import forward_ad
 from ..core import checks as _checks, torch_compat as _torch_compat
 from . import dtensor as _dtensor, jagged as _jagged
 from ..launchers.scan import check_initial_meta, cumulative_scan, prechecked
-from ..launchers.scan_records import (LINEAR_RECURRENCE, PRODUCT, SUM, ScanCombine,
+from ..launchers.scan_records import (LINEAR_RECURRENCE, PRODUCT, SUM, ScanCombine, Scans,
                                       StateScan)
 from .define import (_peek_functorch, batch_first, compiler_disable, define, differentiable,
                      direct_call_allowed,
@@ -43,10 +43,11 @@ def _batched_axis(axis: int, logical_rank: int) -> int:
     return _checks.normalize_axis(axis, logical_rank) + 1
 
 
+OPS_BY_NAME: Dict[str, "_ScanOps"] = {}   # every cumulative operator's ops, by its name
+
+
 class _ScanOps:
     """The functional, out= and in-place ops of one cumulative operator, and its public function."""
-
-    differentiable: Callable[..., torch.Tensor]   # set below, once the autograd rules exist
 
     def __init__(self, name: str, combine: ScanCombine):
         @define(name)
@@ -68,7 +69,11 @@ class _ScanOps:
                             initial=initial, out=x)
 
         self.functional, self.out, self.in_place = functional, out_variant, in_place
-        self.combine = combine
+        self.name, self.combine = name, combine
+        OPS_BY_NAME[name] = self
+        self.differentiable = differentiable(functional, _setup_context, _backward_of(combine),
+                                             _jvp_of(combine))
+        register_differentiable(combine, self.differentiable)
         functional.register_fake(_fake)
         out_variant.register_fake(_fake_out)
         in_place.register_fake(_fake_in_place)
@@ -225,16 +230,19 @@ def _fake_in_place(x, axis, reverse=False, exclusive=False, initial=None):
     check_initial_meta(initial, x, _checks.normalize_axis(axis, x.dim()))
 
 
-SUM_OPS = _ScanOps("cumulative_sum", SUM)
-PRODUCT_OPS = _ScanOps("cumulative_product", PRODUCT)
-
-
 # ---------------------------------------------------------------------------------------------
 # Autograd: each record's ``backward`` and ``jvp`` (tritonml/launchers/scan_records.py), their
 # scans run through the differentiable ops, so derivatives are differentiable too
 # ---------------------------------------------------------------------------------------------
-_OPS_BY_RECORD: Dict[Union[ScanCombine, StateScan], _ScanOps] = {
-    ops.combine: ops for ops in (SUM_OPS, PRODUCT_OPS)}
+_DIFFERENTIABLE: Dict[Union[ScanCombine, StateScan], Callable[..., torch.Tensor]] = {}
+
+
+def register_differentiable(record: Union[ScanCombine, StateScan],
+                            run: Callable[..., torch.Tensor]) -> None:
+    """Make ``run(x, axis, reverse, exclusive, initial)``, a differentiable op, the scan that
+    records' derivatives run for ``record`` (each ``_ScanOps`` registers its own; a scan record
+    with another public op registers it too)."""
+    _DIFFERENTIABLE[record] = run
 
 
 def _differentiable_scan(record: Union[ScanCombine, StateScan], x, axis: int, reverse: bool,
@@ -245,7 +253,11 @@ def _differentiable_scan(record: Union[ScanCombine, StateScan], x, axis: int, re
         from .recurrence import _LINEAR_RECURRENCE   # (which imports this module)
         gates, tokens = x
         return _LINEAR_RECURRENCE(gates, tokens, axis, reverse, initial)
-    return _OPS_BY_RECORD[record].differentiable(x, axis, reverse, exclusive, initial)
+    return _DIFFERENTIABLE[record](x, axis, reverse, exclusive, initial)
+
+
+WHOLE_AXIS = Scans(_differentiable_scan)
+"""The scans and shifts of a scan record's derivatives along the whole axis."""
 
 
 def _setup_context(ctx, inputs, output):
@@ -261,7 +273,7 @@ def _backward_of(record: ScanCombine):
     def backward(ctx, grad):
         x, output, initial = ctx.saved_tensors
         grad_x, grad_initial = record.backward(  # pyright: ignore[reportOptionalCall]
-            _differentiable_scan, x, output, initial if ctx.has_initial else None, grad,
+            WHOLE_AXIS, x, output, initial if ctx.has_initial else None, grad,
             ctx.axis, ctx.reverse, ctx.exclusive)
         return grad_x, None, None, None, grad_initial
     backward.__name__ = backward.__qualname__ = f"_{record.name}_backward"
@@ -272,15 +284,14 @@ def _jvp_of(record: ScanCombine):
     def jvp(ctx, x_tangent, _axis, _reverse, _exclusive, initial_tangent=None):
         x, output, initial = ctx.saved_tensors
         return record.jvp(  # pyright: ignore[reportOptionalCall]
-            _differentiable_scan, x, output, initial if ctx.has_initial else None,
+            WHOLE_AXIS, x, output, initial if ctx.has_initial else None,
             x_tangent, initial_tangent, ctx.axis, ctx.reverse, ctx.exclusive)
     jvp.__name__ = jvp.__qualname__ = f"_{record.name}_jvp"
     return jvp
 
 
-for _ops in (SUM_OPS, PRODUCT_OPS):
-    _ops.differentiable = differentiable(_ops.functional, _setup_context,
-                                         _backward_of(_ops.combine), _jvp_of(_ops.combine))
+SUM_OPS = _ScanOps("cumulative_sum", SUM)
+PRODUCT_OPS = _ScanOps("cumulative_product", PRODUCT)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,11 +10,14 @@ mode) and vmap rules, and the public functions ``tritonml.segment_reduce`` / ``s
 result of ``segment_reduce`` has n entries along ``axis``: offsets.shape[0] - 1, a static size,
 which is all the fake kernels need. The launchers are tritonml/launchers/segment.py.
 
-Gradients are in x only (offsets are integers). Each is written once as the partial derivative
-of a segment's result in each of its elements (``_partials``): the backward multiplies it by the
-gradient gathered from each element's segment, forward mode sums it times the tangent over each
-segment. Both run on tritonml's own ops (the gather is one ``index_select``; the sums are segment
-sums), so gradients are differentiable again.
+Gradients are in x only (offsets are integers). A reduction's is its record's derivative rule
+(``ReduceRecord.derivative``, the one ``tritonml.reduce`` uses), the partial derivative of a
+segment's result in each of its elements, given segment totals (``_partials``): the backward
+multiplies it by the gradient gathered from each element's segment, forward mode sums it times the
+tangent over each segment. A scan's are its record's ``backward`` and ``jvp``
+(launchers/scan_records.py) with every scan and shift in them restarted at the boundaries
+(``_segments``). Both run on tritonml's own ops (the gather is one ``index_select``; the sums are
+segment sums), so gradients are differentiable again.
 """
 from __future__ import annotations
 
@@ -28,15 +31,11 @@ from ..core import checks as _checks, torch_compat as _torch_compat
 from ..core.dtypes import is_float
 from ..core.reduce_function import ReduceFunction
 from ..launchers.reduction import Reduction
-from ..launchers.scan_records import (LINEAR_RECURRENCE, PRODUCT, SUM, ScanCombine,
-                                      _inclusive_product_grad,
-                                      _inclusive_product_tangent)
-from ..launchers.segment import (INITIAL_FUNCTIONS, segment_offsets, segment_reduce_axis,
+from ..launchers.scan_records import LINEAR_RECURRENCE, ScanCombine, Scans, scan_record
+from ..launchers.segment import (initial_takers, segment_offsets, segment_reduce_axis,
                                   segment_scan_axis)
-from ..reduce_functions import RECORDS, ReduceRecord, product_of_others
+from ..reduce_functions import ReduceRecord, record_of
 from .define import compiler_disable, define, differentiable, direct_call_allowed
-
-_SCANS = {"SUM": SUM, "PRODUCT": PRODUCT}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -68,13 +67,13 @@ def _check_x(x, name: str = "x") -> None:
         raise ValueError(f"{name}: a 0-d tensor has no axis to split into segments")
 
 
-def _check_initial(initial, function: ReduceFunction, dtype: torch.dtype):
+def _check_initial(initial, record: ReduceRecord, dtype: torch.dtype):
     """``initial`` as the op's Scalar: None, an int (integer x) or a float."""
     if initial is None:
         return None
-    if function.name not in INITIAL_FUNCTIONS:
-        raise ValueError(f"initial: only SUM, MULTIPLY, MAX, MIN and AVERAGE take an initial "
-                         f"value (torch.segment_reduce's set), not {function.name}")
+    if not record.takes_initial:
+        raise ValueError(f"initial: only {initial_takers()} take an initial value "
+                         f"(torch.segment_reduce's set), not {record.name}")
     if isinstance(initial, (bool, torch.Tensor)) or not isinstance(initial, numbers.Real):
         raise TypeError(f"initial: expected a Python number (int or float), got "
                         f"{type(initial).__name__}")
@@ -90,26 +89,31 @@ def _check_initial(initial, function: ReduceFunction, dtype: torch.dtype):
     return int(initial)
 
 
-def _reduce_function(function) -> Union[ReduceFunction, Reduction]:
-    """A ``ReduceFunction`` for a name, a member or a built-in record; a user's ``Reduction`` as
-    it is."""
-    if isinstance(function, ReduceRecord):
-        return function.function  # pyright: ignore[reportReturnType] (a built-in record's is set)
-    if isinstance(function, Reduction):
+def _reduce_function(function) -> Reduction:
+    """The record of a name, a member or a record; a user's ``Reduction`` as it is."""
+    if isinstance(function, Reduction) and not isinstance(function, ReduceRecord):
         return function
-    return ReduceFunction.parse(function, "function")
+    return record_of(function)
 
 
-def _scan_name(function) -> str:
-    if isinstance(function, ScanCombine):
-        for name, record in _SCANS.items():
-            if record is function:
-                return name
-    elif isinstance(function, str) and function.upper() in _SCANS:
-        return function.upper()
-    raise ValueError(f"function: segment_scan takes \"sum\" or \"product\" (or the records SUM, "
-                     f"PRODUCT), got {function!r}; tritonml.associative_scan(..., offsets=...) "
-                     "takes any combine")
+def _scan_record(function) -> ScanCombine:
+    """The scan record of ``function`` (a ``ScanCombine`` or its name, any case), with the
+    derivatives the differentiable op needs."""
+    record = function
+    if isinstance(function, str):
+        try:
+            record = scan_record(function)
+        except KeyError:
+            record = None
+    if isinstance(record, ScanCombine) and scan_record(record.name) is not record:
+        raise ValueError(f"function: another ScanCombine has the name {record.name!r} (the op "
+                         "finds a record by name); give each record its own name")
+    if not isinstance(record, ScanCombine) or record.backward is None or record.jvp is None:
+        raise ValueError(f"function: segment_scan takes a ScanCombine with a backward and a jvp "
+                         f"(\"sum\", \"product\", \"logcumsumexp\", or a record of its own), got "
+                         f"{function!r}; tritonml.associative_scan(..., offsets=...) takes any "
+                         "combine")
+    return record
 
 
 # ---------------------------------------------------------------------------------------------
@@ -120,8 +124,8 @@ def segment_reduce_op(x: torch.Tensor, offsets: torch.Tensor, function: str, axi
                       keepdims: bool, initial: Optional[Union[int, float, bool]]) -> torch.Tensor:
     offsets = segment_offsets(x.shape[_checks.normalize_axis(axis, x.dim())], x.device,
                               offsets=offsets, check_values=False)
-    return segment_reduce_axis(x, RECORDS[ReduceFunction[function]], offsets, axis,
-                               initial=initial, keepdims=keepdims)[0]
+    return segment_reduce_axis(x, record_of(function), offsets, axis, initial=initial,
+                               keepdims=keepdims)[0]
 
 
 @define("segment_scan", opaque=True)
@@ -129,7 +133,7 @@ def segment_scan_op(x: torch.Tensor, offsets: torch.Tensor, function: str, axis:
                     reverse: bool, exclusive: bool) -> torch.Tensor:
     offsets = segment_offsets(x.shape[_checks.normalize_axis(axis, x.dim())], x.device,
                               offsets=offsets, check_values=False)
-    return segment_scan_axis(x, _SCANS[function], offsets, axis, reverse=reverse,
+    return segment_scan_axis(x, scan_record(function), offsets, axis, reverse=reverse,
                              exclusive=exclusive)
 
 
@@ -143,7 +147,7 @@ def reduced_segments_shape(shape, axis: int, n, keepdims: bool) -> list:
 def _fake_reduce(x, offsets, function, axis, keepdims, initial):
     axis = _checks.normalize_axis(axis, x.dim())
     shape = reduced_segments_shape(x.shape, axis, offsets.shape[0] - 1, keepdims)
-    returns_index = RECORDS[ReduceFunction[function]].returns_index
+    returns_index = record_of(function).returns_index
     return x.new_empty(shape, dtype=torch.int64 if returns_index else x.dtype)
 
 
@@ -219,44 +223,23 @@ def _segment_sum(t, offsets, axis):
 
 
 def _partials(function: str, x, offsets, output, axis: int, keepdims: bool, initial):
-    """d result[segment of j] / d x[j] for every element j, shaped like x (None for SUM: ones).
-    The same conventions as tritonml.reduce's gradients (tritonml/reduce_functions.py): MAX and
-    MIN share among ties evenly (as torch.segment_reduce and amax), NaN results send it to the
-    NaNs, MULTIPLY is exact with zeros (its derivative too: ``product_of_others``), L2 at 0 is
-    0."""
+    """d result[segment of j] / d x[j] for every element j, broadcasting against x: the record's
+    derivative rule (tritonml/reduce_functions.py, the same as tritonml.reduce's) over segments.
+    Its ``total`` is a segment reduction gathered back over the elements; ``initial`` starts the
+    function's own fold only (a factor of MULTIPLY's products, not of the sums beside it)."""
+    record = record_of(function)
+    if record.derivative is None:
+        raise RuntimeError(f"segment_reduce: {function} is not differentiable (its output is an "
+                           "index)")
     ids = segment_ids(offsets, x.shape[axis])
     y = _gather(output, ids, axis, keepdims)
-    if function == "SUM":
-        return None
-    if function == "AVERAGE":
-        counts = (offsets[1:] - offsets[:-1]).to(x.dtype)
-        return (1 / _along(counts.index_select(0, ids), axis, x.dim())).expand(x.shape)
-    if function == "L1":
-        return torch.sign(x)
-    if function == "SUM_SQUARE":
-        return 2 * x
-    if function == "L2":
-        return torch.where(y == 0, torch.zeros_like(x), x / torch.where(y == 0, 1, y))
-    if function == "LOG_SUM":
-        return (1 / _gather(_segment_sum(x, offsets, axis), ids, axis, False)).expand(x.shape)
-    if function == "LOG_SUM_EXP":
-        finite = torch.isfinite(y)
-        shifted = torch.exp(x - torch.where(finite, y, torch.zeros_like(y)))
-        at_inf = ((x == y) & (y == float("inf"))).to(x.dtype)
-        ties = _gather(_segment_sum(at_inf, offsets, axis), ids, axis, False)
-        return torch.where(finite, shifted, at_inf / torch.clamp(ties, min=1))
-    if function in ("MAX", "MIN"):
-        selected = ((x == y) | (x.isnan() & y.isnan())).to(x.dtype)
-        ties = _gather(_segment_sum(selected, offsets, axis), ids, axis, False)
-        return selected / torch.clamp(ties, min=1)
-    if function == "MULTIPLY":
-        def total(t, name):   # the initial is a factor of the products, not of the sums
-            folded = differentiable_segment_reduce(t, offsets, name, axis, False,
-                                                   initial if name == "MULTIPLY" else None)
-            return _gather(folded, ids, axis, False)
-        return product_of_others(x, y, total)
-    raise RuntimeError(f"segment_reduce: {function} is not differentiable (its output is an "
-                       "index)")
+    counts = _along((offsets[1:] - offsets[:-1]).to(x.dtype).index_select(0, ids), axis, x.dim())
+
+    def total(t, name):
+        folded = differentiable_segment_reduce(t, offsets, name, axis, False,
+                                               initial if name == record.name else None)
+        return _gather(folded, ids, axis, False)
+    return record.derivative(x, y, total, counts)
 
 
 def _setup_of(*options: str):
@@ -277,7 +260,7 @@ def _reduce_backward(ctx, grad):
     offsets = offsets.to(torch.int64)
     partials = _partials(ctx.function, x, offsets, output, ctx.axis, ctx.keepdims, ctx.initial)
     spread = _gather(grad, segment_ids(offsets, x.shape[ctx.axis]), ctx.axis, ctx.keepdims)
-    grad_x = spread.expand(x.shape) if partials is None else partials * spread
+    grad_x = (partials * spread).expand(x.shape)
     return grad_x, None, None, None, None, None
 
 
@@ -285,8 +268,7 @@ def _reduce_jvp(ctx, x_tangent, *_):
     x, offsets, output = ctx.saved_tensors
     offsets = offsets.to(torch.int64)
     partials = _partials(ctx.function, x, offsets, output, ctx.axis, ctx.keepdims, ctx.initial)
-    weighted = x_tangent if partials is None else partials * x_tangent
-    tangent = _segment_sum(weighted, offsets, ctx.axis)
+    tangent = _segment_sum((partials * x_tangent).expand(x.shape), offsets, ctx.axis)
     return tangent.unsqueeze(ctx.axis + 1) if ctx.keepdims else tangent
 
 
@@ -302,15 +284,14 @@ def _segment_scan(record, t, offsets, axis, reverse, exclusive):
     if record is LINEAR_RECURRENCE:
         from .recurrence import _LINEAR_RECURRENCE   # (which imports this module)
         gates, tokens = t
-        continues = _shift_in_segments(torch.ones_like(gates), offsets, axis, False, reverse)
+        continues = _shift_in_segments(offsets, torch.ones_like(gates), axis, False, reverse)
         return _LINEAR_RECURRENCE(gates * continues, tokens, axis, reverse, None)
-    name = "SUM" if record is SUM else "PRODUCT"
-    return differentiable_segment_scan(t, offsets, name, axis, reverse, exclusive)
+    return differentiable_segment_scan(t, offsets, record.name, axis, reverse, exclusive)
 
 
-def _shift_in_segments(t, offsets, axis: int, later: bool, reverse: bool):
+def _shift_in_segments(offsets, t, axis: int, later: bool, reverse: bool, fill: float = 0.0):
     """t[i] <- t[i + 1] (``later``) or t[i - 1] in traversal order, within each segment; the
-    position with no neighbour in its segment gets 0."""
+    position with no neighbour in its segment gets ``fill``."""
     length = t.shape[axis]
     if length == 0:
         return t
@@ -321,51 +302,32 @@ def _shift_in_segments(t, offsets, axis: int, later: bool, reverse: bool):
     source = source.clamp(0, length - 1)
     same = inside & (ids.index_select(0, source) == ids)
     moved = t.index_select(axis, source)
-    return torch.where(_along(same, axis, t.dim()), moved, torch.zeros_like(moved))
+    return torch.where(_along(same, axis, t.dim()), moved, torch.full_like(moved, fill))
 
 
-def _scans_of(offsets):
-    """The ``scan(record, t, axis, reverse, exclusive)`` of scan_records' formulas, segmented."""
-    def scan(record, t, axis, reverse, exclusive):
+def _segments(offsets) -> Scans:
+    """The scans and shifts of a scan record's derivatives, restarted at each segment."""
+    def scan(record, t, axis, reverse, exclusive, initial=None):
         return _segment_scan(record, t, offsets, axis, reverse, exclusive)
-    return scan
+    return Scans(scan, lambda *args, **kwargs: _shift_in_segments(offsets, *args, **kwargs))
 
 
 def _scan_backward(ctx, grad):
-    """The reversed segment scan for a sum; for a product, the exact gradient of
-    tritonml/launchers/scan_records.py with every scan in it segmented (an exclusive product is
-    the inclusive one shifted a step within its segment, and the recurrence restarts at each
-    segment's end)."""
+    """The record's gradient (launchers/scan_records.py) with every scan and shift in it
+    segmented."""
     x, offsets, output = ctx.saved_tensors
-    axis, reverse, exclusive = ctx.axis, ctx.reverse, ctx.exclusive
-    scan = _scans_of(offsets)
-    if ctx.function == "SUM":
-        grad_x = scan(SUM, grad, axis, not reverse, exclusive)
-    else:
-        if exclusive:
-            grad = _shift_in_segments(grad, offsets, axis, True, reverse)
-            before = output
-        else:
-            before = scan(PRODUCT, x, axis, reverse, True)
-        grad_x = _inclusive_product_grad(scan, x, before, grad, axis, reverse)
+    grad_x, _ = scan_record(ctx.function).backward(  # pyright: ignore[reportOptionalCall]
+        _segments(offsets), x, output, None, grad, ctx.axis, ctx.reverse, ctx.exclusive)
     return grad_x, None, None, None, None, None
 
 
 def _scan_jvp(ctx, x_tangent, *_):
-    """Linear for a sum. For a product, the tangent of tritonml/launchers/scan_records.py (the
-    recurrence d y_i = x_i d y_{i-1} + dx_i prod_{k < i} x_k, restarting at each segment: exact
-    with zeros, divided by nothing); an exclusive product's is the inclusive one's shifted a step
-    within the segment."""
+    """The record's tangent (launchers/scan_records.py) with every scan and shift in it
+    segmented."""
     x, offsets, output = ctx.saved_tensors
-    axis, reverse, exclusive = ctx.axis, ctx.reverse, ctx.exclusive
-    scan = _scans_of(offsets)
-    if ctx.function == "SUM":
-        return scan(SUM, x_tangent, axis, reverse, exclusive)
-    before = output if exclusive else scan(PRODUCT, x, axis, reverse, True)
-    tangent = _inclusive_product_tangent(scan, x, before, x_tangent, axis, reverse)
-    if exclusive:
-        tangent = _shift_in_segments(tangent, offsets, axis, False, reverse)
-    return tangent
+    return scan_record(ctx.function).jvp(  # pyright: ignore[reportOptionalCall]
+        _segments(offsets), x, output, None, x_tangent, None, ctx.axis, ctx.reverse,
+        ctx.exclusive)
 
 
 differentiable_segment_scan = differentiable(
@@ -477,23 +439,22 @@ def segment_reduce(  # pyright: ignore[reportInconsistentOverload]
         >>> tritonml.segment_reduce(x, "argmax", lengths=torch.tensor([2, 0, 3]))
         tensor([1, 5, 4])
     """
-    parsed = _reduce_function(function)
-    if isinstance(parsed, Reduction):
-        return _eager_reduce_with_segments(parsed, x, offsets, lengths, axis, keepdims, initial)
+    record = _reduce_function(function)
+    if not isinstance(record, ReduceRecord):
+        return _eager_reduce_with_segments(record, x, offsets, lengths, axis, keepdims, initial)
     _check_x(x)
     if TYPE_CHECKING:
         assert isinstance(x, torch.Tensor)   # _check_x (a tuple x is for a Reduction only)
-    record = RECORDS[parsed]
     if record.check is not None:
         record.check((x.dtype,))
     axis = _checks.normalize_axis(axis, x.dim())
     keepdims = _checks.check_bool("keepdims", keepdims)
-    initial = _check_initial(initial, parsed, x.dtype)
+    initial = _check_initial(initial, record, x.dtype)
     offsets = check_segments(x, axis, offsets, lengths)
     if direct_call_allowed(x, inputs=(offsets,)):
         return segment_reduce_axis(x, record, offsets, axis, initial=initial,
                                    keepdims=keepdims)[0]
-    return differentiable_segment_reduce(x, offsets, parsed.name, axis, keepdims, initial)
+    return differentiable_segment_reduce(x, offsets, record.name, axis, keepdims, initial)
 
 
 def segment_scan(x: torch.Tensor, function: Union[str, ScanCombine], *,
@@ -506,13 +467,15 @@ def segment_scan(x: torch.Tensor, function: Union[str, ScanCombine], *,
 
     Args:
         x: The tensor to scan (rank >= 1).
-        function: ``"sum"`` or ``"product"`` (any case), or the records SUM / PRODUCT.
+        function: A ``ScanCombine`` record with a ``backward`` and a ``jvp``
+            (tritonml/launchers/scan_records.py: SUM, PRODUCT, LOGCUMSUMEXP, or one of its own)
+            or its name in any case (``"sum"``, ``"product"``, ``"logcumsumexp"``).
         offsets: The n + 1 boundaries, as for ``segment_reduce``.
         lengths: Instead, the n segments' lengths, as for ``segment_reduce``.
         axis: The axis split into segments; negative counts from the end.
         reverse: Scan each segment from its end.
-        exclusive: Leave each element out of its own output (a segment's first output is 0 for
-            a sum, 1 for a product).
+        exclusive: Leave each element out of its own output (a segment's first output is the
+            record's identity: 0 for a sum, 1 for a product).
 
     Returns:
         A tensor of x's shape and dtype, differentiable in x (forward and reverse mode).
@@ -520,8 +483,9 @@ def segment_scan(x: torch.Tensor, function: Union[str, ScanCombine], *,
     Raises:
         TypeError: x or offsets/lengths is not a tensor (of an integer dtype), or a flag is not
             a bool.
-        ValueError: a function other than sum or product (``tritonml.associative_scan(...,
-            offsets=...)`` takes any combine), or offsets/lengths as for ``segment_reduce``.
+        ValueError: a function that is no such record nor its name
+            (``tritonml.associative_scan(..., offsets=...)`` takes any combine), or
+            offsets/lengths as for ``segment_reduce``.
 
     Example:
         >>> import torch, tritonml
@@ -531,16 +495,16 @@ def segment_scan(x: torch.Tensor, function: Union[str, ScanCombine], *,
         >>> tritonml.segment_scan(x, "product", lengths=torch.tensor([2, 3]), exclusive=True)
         tensor([ 1.,  1.,  1.,  3., 12.])
     """
-    name = _scan_name(function)
+    record = _scan_record(function)
     _check_x(x)
     axis = _checks.normalize_axis(axis, x.dim())
     reverse = _checks.check_bool("reverse", reverse)
     exclusive = _checks.check_bool("exclusive", exclusive)
     offsets = check_segments(x, axis, offsets, lengths)
     if direct_call_allowed(x, inputs=(offsets,)):
-        return segment_scan_axis(x, _SCANS[name], offsets, axis, reverse=reverse,
+        return segment_scan_axis(x, record, offsets, axis, reverse=reverse,
                                  exclusive=exclusive)
-    return differentiable_segment_scan(x, offsets, name, axis, reverse, exclusive)
+    return differentiable_segment_scan(x, offsets, record.name, axis, reverse, exclusive)
 
 
 __all__ = ["segment_reduce", "segment_scan", "check_segments", "segment_ids"]
