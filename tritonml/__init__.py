@@ -24,13 +24,18 @@ from . import reductions
 
 import torch as _torch
 if _torch.distributed.is_available():
-    # DTensor rules for torch.ops.tritonml.* (torch_ops/dtensor.py), given when
-    # torch.distributed.tensor is imported (at once if it already is): no DTensor exists before,
-    # and importing it here would add about 0.8 s to ``import tritonml``.
+    # DTensor rules for torch.ops.tritonml.* (torch_ops/dtensor.py), and tritonml.distributed
+    # that runs them, given when torch.distributed.tensor is imported (at once if it already is):
+    # no DTensor exists before, and importing it here would add about 0.8 s to import tritonml.
     import wrapt as _wrapt
     from .torch_ops import dtensor as _dtensor_rules
-    _wrapt.register_post_import_hook(lambda _module: _dtensor_rules.register(),
-                                     "torch.distributed.tensor")
+
+    def _give_dtensor_rules(_module) -> None:
+        import importlib
+        importlib.import_module(".distributed", __name__)
+        _dtensor_rules.register()
+
+    _wrapt.register_post_import_hook(_give_dtensor_rules, "torch.distributed.tensor")
 
 from tritonml_cli import __version__  # one place, importable without torch (the CLI needs it)
 INTERPRET: bool = _backend.INTERPRET

@@ -55,7 +55,7 @@ from .core import backend as _backend
 from .core.dtypes import ACC_TORCH_DTYPE, dtype_name
 from .kernels import combine as _combine
 from .kernels.combine import merge_along
-from .launchers.reduce_with import Reduction
+from .launchers.reduction import Reduction
 
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
@@ -181,16 +181,16 @@ def welford_backward(correction: int) -> Callable[..., Tuple[torch.Tensor]]:
 
 def welford_jvp(correction: int) -> Callable[..., Tuple[torch.Tensor, torch.Tensor]]:
     """The tangents of (var, mean), as torch.var_mean's: d var = 2 sum((x - mean) dx) /
-    (n - correction), d mean = the mean of dx; the sums on tritonml's kernels."""
+    (n - correction), d mean = the mean of dx. The sums are torch's (differentiable, so a
+    second-order derivative works): the records sit below the torch ops that would run them on
+    tritonml's kernels."""
     def jvp(xs, outputs, tangents, axes):
-        # the torch op sits a layer above the launchers this module builds on
-        from .torch_ops.reduce import reduce
         (x,), (_, mean), (tangent,) = xs, outputs, tangents
         n = math.prod(x.shape[a] for a in axes)
         scale = 2.0 / (n - correction) if n != correction else math.inf   # as the backward
-        axes = list(axes) or None          # () for a 0-d x: its one element
-        return (scale * reduce(tangent * (x - mean), "SUM", axes),
-                reduce(tangent, "AVERAGE", axes))
+        dims = tuple(axes) or None          # () for a 0-d x: its one element
+        return (scale * torch.sum(tangent * (x - mean), dim=dims, keepdim=True),
+                torch.mean(tangent, dim=dims, keepdim=True))
     return jvp
 
 

@@ -19,9 +19,16 @@ This package imports ``torch.distributed``; ``import tritonml`` does not import 
 """
 from __future__ import annotations
 
+import sys
+
+from ..torch_ops import dtensor as _dtensor_rules
+from . import dtensor
 from .reduce import reduce
 from .scan import associative_scan, cumulative_product, cumulative_sum
 from .spmd import METADATA_TIMEOUT
+
+# the DTensor rules of torch.ops.tritonml.* (a layer below) run their work through this package
+_dtensor_rules.attach(sys.modules[__name__])
 
 __all__ = ["cumulative_sum", "cumulative_product", "associative_scan", "reduce",
            "METADATA_TIMEOUT"]

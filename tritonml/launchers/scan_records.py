@@ -386,6 +386,12 @@ PRODUCT = ScanCombine("product", _combine.mul, 1, state=_combine.mul_values, com
 LINEAR_RECURRENCE = StateScan("linear_recurrence", _combine.compose_affine, (1, 0),
                               stored=(False, True), backward=_recurrence_backward,
                               jvp=_recurrence_jvp)
+# torch.cummax / cummin: (value, index) pairs, the later of equal extremes kept (torch's rule;
+# kernels/combine.py: _later_extreme). The value's identity is the input dtype's losing value
+# (tritonml.reductions.losing_value), filled in per call: None here. Public functions:
+# tritonml/torch_ops/cumextreme.py.
+CUMMAX = StateScan("cummax", _combine.cummax_pairs, (None, -1), stored=(True, True))
+CUMMIN = StateScan("cummin", _combine.cummin_pairs, (None, -1), stored=(True, True))
 # torch.logcumsumexp: log(exp(tally) + exp(x)), stable (tritonml/kernels/combine.py: log_add_exp);
 # -inf is its identity. Its public function: tritonml/torch_ops/cumextreme.py.
 LOGCUMSUMEXP = ScanCombine("logcumsumexp", _combine.log_add_exp, float("-inf"), commutative=True,

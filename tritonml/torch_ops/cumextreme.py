@@ -29,10 +29,9 @@ import torch
 
 from ..core import checks as _checks
 from ..core.dtypes import FLOAT_DTYPES, dtype_name
-from ..kernels import combine as _combine
 from ..launchers.associative_scan import state_scan
 from ..launchers.scan import cumulative_scan
-from ..launchers.scan_records import LOGCUMSUMEXP
+from ..launchers.scan_records import CUMMAX, CUMMIN, LOGCUMSUMEXP
 from ..reductions import losing_value
 from .define import define, differentiable
 from .family import as_input, call, comparable
@@ -56,8 +55,9 @@ def _cum_extreme(x: torch.Tensor, dim: int, largest: bool):
     values = torch.empty(shape, dtype=t.dtype, device=t.device)
     indices = torch.empty(shape, dtype=torch.int64, device=t.device)
     # the identity loses every comparison and every tie (kernels/combine.py: _later_extreme)
-    identity = (losing_value(t.dtype, largest), -1)
-    state_scan(_combine.cummax_pairs if largest else _combine.cummin_pairs, (t, index), dim,
+    record = CUMMAX if largest else CUMMIN
+    identity = (losing_value(t.dtype, largest), record.identity[1])
+    state_scan(record.fn, (t, index), dim,
                reverse=False, exclusive=False, identity=identity, initials=None,
                outs=(values, indices), config=None, store=None, return_carry=False)
     return as_input(values, x), indices

@@ -21,12 +21,25 @@ import torch
 
 from ..core import checks as _checks
 from ..core.shapes import reduced_shape
+from ..launchers.scan_records import LINEAR_RECURRENCE
 
+# tritonml.distributed, which runs these rules' work, sits above the torch ops: it puts itself
+# here when it is imported (``attach``), which tritonml/__init__.py has done before any DTensor
+# exists (when torch.distributed.tensor is imported).
+_distributed: Any = None
+
+
+def attach(distributed) -> None:
+    """Hand the rules ``tritonml.distributed`` (called by it at its import)."""
+    global _distributed
+    _distributed = distributed
 
 
 def _td():
-    from .. import distributed
-    return distributed
+    if _distributed is None:
+        raise RuntimeError("tritonml.distributed is not imported: import tritonml.distributed "
+                           "before calling tritonml's ops on DTensors")
+    return _distributed
 
 
 def _is_dtensor(t) -> bool:
@@ -150,14 +163,12 @@ def _reduce_out(x, function, axes, keepdims, index_dtype, out):
     x = _no_partial("x", _first("x", x))
     _refuse_partial("out", _first("out", out))
     red = _checks.normalize_axes(list(axes) or None, x.dim())
-    from ..distributed.dtensor import reduced_placements
-    _same_placements("out", out, x, reduced_placements(x.placements, red, keepdims))
+    _same_placements("out", out, x, _td().dtensor.reduced_placements(x.placements, red, keepdims))
     _td().reduce(x, function, list(axes) or None, keepdims=keepdims, index_dtype=index_dtype,
                  out=out)
 
 
 def _linear_recurrence(gates, tokens, axis, reverse=False, initial=None):
-    from ..kernels.combine import compose_affine
     gates = _no_partial("gates", _first("gates", gates))
     tokens = _no_partial("tokens", _dtensor_arg("tokens", tokens, gates))
     # both step inputs shard alike, so each rank's two shards are the same slices
@@ -165,7 +176,7 @@ def _linear_recurrence(gates, tokens, axis, reverse=False, initial=None):
     initial = _initial_like(initial, gates, axis)
     # the state is the affine map h -> a*h + b, its carry-in (1, initial): launchers/recurrence.py
     initials = None if initial is None else (torch.ones_like(initial), initial)
-    _, h = _td().associative_scan(compose_affine, (gates, tokens), axis, reverse=reverse,
+    _, h = _td().associative_scan(LINEAR_RECURRENCE.fn, (gates, tokens), axis, reverse=reverse,
                                   identity=(1, 0), initial=initials)
     return h
 
@@ -244,8 +255,8 @@ def reduce_with(run_local, reduction, xs, axes, keepdims):
                     for t in tensors)
     outs = run_local(locals_ if isinstance(xs, (tuple, list)) else locals_[0])
     outs = outs if isinstance(outs, tuple) else (outs,)
-    from ..distributed.dtensor import from_local, reduced_placements
+    in_and_out = _td().dtensor
     shape = reduced_shape(first.shape, red, keepdims)
-    placements = reduced_placements(first.placements, red, keepdims)
-    wrapped = tuple(from_local(o, first, placements, shape) for o in outs)
+    placements = in_and_out.reduced_placements(first.placements, red, keepdims)
+    wrapped = tuple(in_and_out.from_local(o, first, placements, shape) for o in outs)
     return wrapped[0] if len(wrapped) == 1 else wrapped
