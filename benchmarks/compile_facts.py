@@ -31,6 +31,8 @@ from tritonml.core.dtypes import ACC_TORCH_DTYPE
 from tritonml.launchers.reduce import ReduceFunction, reduce_axes
 from tritonml.reduce_functions import RECORDS
 from tritonml.launchers.scan import SUM, cumulative_scan
+from tritonml.launchers.segment import segment_reduce_axis, segment_scan_axis
+from tritonml.reduce_functions import record_of
 from tritonml.runtime import trace as _trace
 from tritonml_autotune import compiled, devices, spaces
 from tritonml_autotune.configs import ReduceConfig, ScanConfig
@@ -55,6 +57,10 @@ REDUCE_FUNCTIONS = {"value": "SUM", "value+index": "ARGMAX"}
 CHUNKED_ROWS = (1024, 2048, 4096)
 CHUNKED_LANES = (32, 64, 128)
 CHUNKED_ELEMENTS = (1024, 2048, 4096)
+# The segment kernel's layouts (shape, axis): one contiguous axis (a tile of one lane) and a
+# strided axis under a contiguous inner dim (a tile of many lanes). Its tile comes from the shape
+# (autotune/segments.py), here as chosen for an H100.
+SEGMENT_LAYOUTS = (((1 << 20,), 0), ((1 << 14, 256), 0))
 # The fields an entry measures (the rest name the specialization).
 MEASURED = ("registers", "spill_bytes", "loads_in_flight", "sass_sha256")
 
@@ -119,6 +125,25 @@ def _chunked_launches(dtype):
         yield "scan_chunked", "value", rec.launches[-1]
 
 
+def _segment_launches(dtype):
+    """The segment kernel's reductions (one per state class) and sum scans (forward inclusive,
+    reverse exclusive) as it launches them on an H100, segments of mixed lengths (an empty one
+    included) along each of ``SEGMENT_LAYOUTS``."""
+    for shape, axis in SEGMENT_LAYOUTS:
+        x = torch.empty(shape, dtype=dtype)
+        offsets = torch.tensor([0, 5, 5, shape[axis] // 2, shape[axis]], dtype=torch.int64)
+        with devices.targeting("H100"), _trace.record(execute=False) as rec:
+            for function in REDUCE_FUNCTIONS.values():
+                segment_reduce_axis(x, record_of(function), offsets, axis)
+            segment_scan_axis(x, SUM, offsets, axis)
+            segment_scan_axis(x, SUM, offsets, axis, reverse=True, exclusive=True)
+        *reduced, forward, backward = rec.launches
+        for state, launch in zip(REDUCE_FUNCTIONS, reduced):
+            yield "segment_reduce", state, launch
+        yield "segment_scan", "value", forward
+        yield "segment_scan", "value", backward
+
+
 def launches(kernels=None):
     """(input dtype class, kernel, state class, launch) for every measured tile (of ``kernels``
     only, when given)."""
@@ -130,6 +155,7 @@ def launches(kernels=None):
         for elements, lanes in itertools.product(REDUCE_ELEMENTS, LANES):
             measured.extend(_reduce_launches(dtype, elements, lanes))
         measured.extend(_chunked_launches(dtype))
+        measured.extend(_segment_launches(dtype))
         for launch in measured:
             if kernels is None or launch[0] in kernels:
                 yield (rep, *launch)
@@ -143,6 +169,9 @@ def _case(kernel, state, dtype, launch) -> dict:
                 block_inner=tile[1], num_warps=meta["num_warps"])
     if "WINDOW" in meta:
         case["window"] = meta["WINDOW"]
+    for flag in ("REVERSE", "EXCLUSIVE"):   # (set only: other keys stay as they were)
+        if meta.get(flag):
+            case[flag.lower()] = True
     return case
 
 

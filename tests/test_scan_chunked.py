@@ -564,7 +564,7 @@ def status_words(ptr) -> bool:
 class StatusTraffic:
     """Per program (grid index), the status-word round trips it makes: ``polls``, volatile vector
     loads (the chunked kernel's wait in ``_window_fold``), and ``acquires``, int32 atomic adds (its
-    acquire pass; the look-back kernel's ``_wait_for_state`` polls with them); each call is one
+    acquire pass; the look-back kernel's ``wait_for_state`` polls with them); each call is one
     round trip to memory however many words it covers. ``lanes``: words each poll read.
 
     ``stale_polls``: the first ``stale_polls`` polls of each program read every word as nothing

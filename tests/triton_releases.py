@@ -27,7 +27,7 @@ def allowed_lookback_spill(record) -> bool:
 
 
 # Chunked scans keep an 8-byte stack frame that their loops touch two to four times (the
-# count-carrying poll, ``kernels.scan._wait_counting``; four in the int32 exclusive rows on sm_80):
+# count-carrying poll, ``kernels.lookback.wait_counting``; four in the int32 exclusive rows on sm_80):
 # stack accesses of a counter, never a spill of data.
 CHUNKED_STACK_BYTES, CHUNKED_LOOP_ACCESSES = 8, 4
 

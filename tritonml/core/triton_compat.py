@@ -90,7 +90,7 @@ prod_combine = _private("triton.language.standard._prod_combine")
 
 # ---------------------------------------------------------------------------------------------
 # Constructs Triton 3.6 compiles badly or not at all (what torch 2.11 pins, and the H100 machines
-# lent for benchmarks carry): kernels/combine.py ``row_of``, kernels/scan.py ``_wait_published``
+# lent for benchmarks carry): kernels/combine.py ``row_of``, kernels/lookback.py ``wait_published``
 # ---------------------------------------------------------------------------------------------
 def _release(version: str) -> tuple:
     """(major, minor) of a Triton version string ("3.6.0", "3.9.0+git1234")."""
@@ -137,7 +137,7 @@ FAST_ROW_GATHER = _RELEASE >= (3, 8)
 # A look-back's wait loop that carries the status words it polls compiles from Triton 3.8 on, with
 # a thread's loads of several words all in flight in each poll. Triton 3.6's layout pass
 # (``TritonGPURemoveLayoutConversions``) fails on it (the chunked scan's float16 rows), so there
-# the loop carries a count of unpublished words instead (``kernels.scan._wait_counting``).
+# the loop carries a count of unpublished words instead (``kernels.lookback.wait_counting``).
 LOOP_CARRIES_STATUS = _RELEASE >= (3, 8)
 
 

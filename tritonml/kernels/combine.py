@@ -13,10 +13,8 @@ changes nothing on the GPU.
 from __future__ import annotations
 
 # pyright: reportGeneralTypeIssues=false, reportArgumentType=false, reportOperatorIssue=false
-# (this file is ``@triton.jit`` code: triton.language's Python signatures do not describe what its
-# compiler accepts, e.g. ``tl.static_range`` loops, ``len`` of a ``tl.constexpr`` tuple, plain
-# bools for ``tl.constexpr`` parameters; the kernels' parameters stay unannotated, since Triton
-# reads a parameter's annotation as a specialization.)
+# (``@triton.jit`` code: triton.language's signatures do not describe what its compiler accepts,
+# e.g. ``len`` of a constexpr tuple; parameters stay unannotated, an annotation specializes.)
 
 from ..core import backend as _backend, triton_compat as _triton_compat
 from ..core.triton_compat import reduce_along, scan_along
@@ -60,13 +58,11 @@ def compose_affine(earlier, later):
 # Lanes the tile does not cover (past the end of the reduced range or of the kept dim) hold the
 # state's identity, one value per component, set by the kernel after ``prepare``.
 #
-# The DirectML functions keep a 1-component state (value,), or (value, index) for ARGMAX/ARGMIN and
-# (max, sum of exponentials) for LOG_SUM_EXP. Every DirectML fold along lanes uses Triton's own
-# ``tl.sum``/``tl.max``/``tl.min``, which Triton's interpreter runs through numpy; those ignore NaN
-# there (np.nanmax), so NaN is always handled explicitly, never by them, and the interpreter and the
-# GPU give the same results. Product is the exception: the interpreter has no numpy path for a
-# product ``tl.reduce``, so there ``prod_along`` folds by halving the tile. ``merge_along`` folds
-# any state with its own ``merge`` by the same halving (user-defined reductions, tritonml.Reduction).
+# DirectML's states: (value,), (value, index) for ARGMAX/ARGMIN, (max, sum of exponentials) for
+# LOG_SUM_EXP. Their folds along lanes use ``tl.sum``/``tl.max``/``tl.min``, which the interpreter
+# runs through numpy, ignoring NaN (np.nanmax): NaN is handled explicitly, so the interpreter and
+# the GPU agree. ``prod_along`` folds by halving the tile (the interpreter has no numpy product
+# ``tl.reduce``), as ``merge_along`` folds any state with its own ``merge`` (tritonml.Reduction).
 
 _INF = tl.constexpr(float("inf"))
 _NAN = tl.constexpr(float("nan"))

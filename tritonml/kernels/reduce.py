@@ -155,7 +155,7 @@ def reduce_kernel(
                      state[i].to(STATE_DTYPES[i]), mask=lane_mask)
         if FOLD_LAST:
             # Every thread's partial store is ordered before the one thread's release (as the
-            # look-back's _publish); the acquire half makes the others' partials visible to the
+            # look-back's publish); the acquire half makes the others' partials visible to the
             # last program, whose loads then read them from L2 (.cg).
             tl.debug_barrier()
             _fold_if_last(state_ptr, aux_ptr, out_ptr, arrivals_ptr, chain, splits, red_len,

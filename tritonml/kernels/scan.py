@@ -24,7 +24,8 @@ never reaches the user's function's results. Published look-back vectors always 
   strided axis a wide tile whose loads coalesce along the contiguous inner dimension.
 - ``scan_lookback_kernel`` (regime "lookback"): few, long scans split across many programs in one
   pass. Each program scans one tile, publishes the tile's aggregate, looks back over its
-  predecessors and publishes its inclusive prefix (single-pass "decoupled look-back").
+  predecessors and publishes its inclusive prefix (single-pass "decoupled look-back"; tickets,
+  status words and waits: tritonml/kernels/lookback.py).
 
 A third, ``scan_chunked_kernel`` (regime "chunked", tritonml/kernels/scan_chunked.py: few long
 scans with no chain of tiles), is built from the helpers here.
@@ -50,25 +51,16 @@ the predecessors' aggregates forward from the nearest published prefix, which gi
 whichever prefix it found. Both kernels therefore give bit-identical results for the same
 BLOCK_AXIS, run to run.
 """
-from ..core import backend as _backend, triton_compat as _triton_compat  # noqa: F401
+from ..core import backend as _backend  # noqa: F401
 
 import triton
 import triton.language as tl
 
 from .combine import row_of, scan_along
 from .indexing import chain_position, outer_index, strided_offset
+from .lookback import (STATE_AGGREGATE, STATE_PREFIX, draw_ticket, publish, read_published,
+                       wait_for_state)
 
-# Tile states in the look-back kernel's status words. A status word is EPOCH_STATES * epoch + state,
-# int32: words an earlier launch wrote carry a smaller epoch, so they read as nothing published, and
-# the workspace never needs clearing (tritonml/runtime/resident.py, which replaces a workspace
-# before the epoch reaches 2**28).
-STATE_AGGREGATE = tl.constexpr(1)  # the tile's own total is readable
-STATE_PREFIX = tl.constexpr(2)     # the inclusive prefix (everything up to and including it) is readable
-EPOCH_STATES = tl.constexpr(4)
-# The ticket word (int64, the workspace's first two int32 words): epoch * TICKET_SPAN + tickets
-# drawn in this launch.
-TICKET_SPAN = tl.constexpr(1 << 32)
-STATUS_BASE = tl.constexpr(2)   # int32 words before the first tile's status word
 # A test knob, not a parameter: the look-back kernel publishes the inclusive prefix of every
 # PREFIX_EVERY-th tile only (1: every tile, what ships; the compiler folds the test away). Tests
 # raise it under Triton's interpreter, which reads the global at each launch, to force long
@@ -307,99 +299,6 @@ def scan_tiled_kernel(
                      init_outer_strides, carry, INDEX_64, BLOCK_INNER)
 
 
-@triton.jit
-def _draw_ticket(status_ptr, INDEX_64: tl.constexpr):
-    """(ticket, epoch_base): this program's place in the launch's order of work, drawn from the
-    ticket word, and the status words' base for this launch (its epoch * EPOCH_STATES). The
-    program that draws the last ticket (every other program has drawn, and so read the epoch,
-    before it) moves the word on to the next epoch with no tickets drawn: the next launch on the
-    stream finds it ready, with no memset."""
-    ticket_ptr = status_ptr.to(tl.pointer_type(tl.int64))
-    drawn = tl.atomic_add(ticket_ptr, 1)   # epoch * TICKET_SPAN + ticket
-    epoch = drawn // TICKET_SPAN
-    ticket = drawn % TICKET_SPAN
-    if ticket == tl.num_programs(0) - 1:
-        tl.atomic_xchg(ticket_ptr, (epoch + 1) * TICKET_SPAN)
-    epoch_base = (epoch * EPOCH_STATES).to(tl.int32)
-    if not INDEX_64:
-        ticket = ticket.to(tl.int32)  # else workspace slots: ticket * BLOCK_INNER may pass int32
-    return ticket, epoch_base
-
-
-@triton.jit
-def _publish(values_ptrs, status_ptr, slot, values, status, BLOCK_INNER: tl.constexpr):
-    """Write a tile's [1, BLOCK_INNER] components to their slots (the workspaces: one per data
-    component; a FLAGGED state's flag is not stored, see the module docstring), then set its
-    status word (epoch and state) with release order."""
-    for c in tl.static_range(len(values_ptrs)):
-        tl.store(values_ptrs[c] + slot * BLOCK_INNER + tl.arange(0, BLOCK_INNER)[None, :], values[c])
-    # Every thread's store must be ordered before the one thread that performs the release.
-    tl.debug_barrier()
-    tl.atomic_xchg(status_ptr + STATUS_BASE + slot, status, sem="release", scope="gpu")
-
-
-@triton.jit
-def _poll(words, needed):
-    """The ``needed`` status ``words`` as they are now (volatile: read again at every poll)."""
-    return tl.load(words, mask=needed, other=0, volatile=True)
-
-
-@triton.jit
-def _unpublished(status, needed, epoch_base):
-    """How many of the ``needed`` ``status`` words are not yet published in this epoch."""
-    return tl.sum((needed & (status <= epoch_base)).to(tl.int32), axis=None)
-
-
-@triton.jit
-def _wait_counting(words, needed, epoch_base):
-    """Poll until every ``needed`` status word is published in this epoch, the loop carrying
-    the count of unpublished words. Triton 3.6's layout pass (``TritonGPURemoveLayoutConversions``)
-    compiles this form where it fails on a loop that carries the words; ptxas issues a thread's
-    loads of several words one after another in it."""
-    waiting = _unpublished(_poll(words, needed), needed, epoch_base)
-    while waiting > 0:
-        waiting = _unpublished(_poll(words, needed), needed, epoch_base)
-
-
-# Which form of wait loop compiles (tritonml/core/triton_compat.py, LOOP_CARRIES_STATUS).
-_CARRY_STATUS = tl.constexpr(_triton_compat.LOOP_CARRIES_STATUS)
-
-
-@triton.jit
-def _wait_published(words, needed, epoch_base):
-    """Poll the ``needed`` status ``words`` until every one is published in this epoch. From
-    Triton 3.8 on the loop carries the words, and a thread's loads of its words are all in flight
-    in each poll; before, it carries the count (``_wait_counting``)."""
-    if _CARRY_STATUS:
-        status = _poll(words, needed)
-        while _unpublished(status, needed, epoch_base) > 0:
-            status = _poll(words, needed)
-    else:
-        _wait_counting(words, needed, epoch_base)
-
-
-@triton.jit
-def _read_published(values_ptrs, slot, FLAGGED: tl.constexpr, BLOCK_INNER: tl.constexpr):
-    state = ()
-    for c in tl.static_range(len(values_ptrs)):
-        # .cg: read from L2, where the publishing program's writes are, not from a stale L1 line.
-        state = state + (tl.load(values_ptrs[c] + slot * BLOCK_INNER
-                                 + tl.arange(0, BLOCK_INNER)[None, :], cache_modifier=".cg"),)
-    if FLAGGED:
-        state = state + (tl.full([1, BLOCK_INNER], 1, tl.int1),)  # every tile holds elements
-    return state
-
-
-@triton.jit
-def _wait_for_state(status_ptr, slot, epoch_base):
-    """The state a tile has published in this launch (whose status words are epoch_base + state),
-    once it has published one."""
-    status = tl.atomic_add(status_ptr + STATUS_BASE + slot, 0, sem="acquire", scope="gpu")
-    while status <= epoch_base:
-        status = tl.atomic_add(status_ptr + STATUS_BASE + slot, 0, sem="acquire", scope="gpu")
-    return status - epoch_base
-
-
 # Its layout and meta-parameters mirror scan_tiled_kernel's on purpose: the launcher passes both
 # the same layout arguments and meta dict, and a kernel's parameter list cannot be shared.
 @triton.jit
@@ -431,14 +330,14 @@ def scan_lookback_kernel(
     interpreter gives the same result). Every tile publishes its inclusive prefix unless the
     module's ``PREFIX_EVERY`` test knob says otherwise.
 
-    The ticket word also holds the launch's epoch (``_draw_ticket``), so the resident status
+    The ticket word also holds the launch's epoch (``draw_ticket``), so the resident status
     words need no clearing between launches.
     """
     if not PTR_TUPLES:  # one component passed as plain pointers (see _PTR_TUPLES_WHY)
         x_ptrs, out_ptrs, init_ptrs = (x_ptrs,), (out_ptrs,), (init_ptrs,)
         carry_ptrs = (carry_ptrs,)
         aggregate_ptrs, prefix_ptrs = (aggregate_ptrs,), (prefix_ptrs,)
-    ticket, epoch_base = _draw_ticket(status_ptr, INDEX_64)
+    ticket, epoch_base = draw_ticket(status_ptr, INDEX_64)
     n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)
     chain = ticket // n_tiles
     step = ticket % n_tiles  # position in traversal order; slot = ticket
@@ -458,25 +357,25 @@ def scan_lookback_kernel(
         carry = _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
                              init_outer_strides, IDENTITY, ACC_DTYPE, FLAGGED, HAS_INITIAL,
                              NEGATE_INIT, INDEX_64, BLOCK_INNER)
-        _publish(prefix_ptrs, status_ptr, ticket, COMBINE(carry, total),
-                 epoch_base + STATE_PREFIX, BLOCK_INNER)
+        publish(prefix_ptrs, status_ptr, ticket, COMBINE(carry, total),
+                epoch_base + STATE_PREFIX, BLOCK_INNER)
     else:
-        _publish(aggregate_ptrs, status_ptr, ticket, total, epoch_base + STATE_AGGREGATE,
-                 BLOCK_INNER)
+        publish(aggregate_ptrs, status_ptr, ticket, total, epoch_base + STATE_AGGREGATE,
+                BLOCK_INNER)
         # Walk back to the nearest published prefix...
         found = ticket - 1
-        state = _wait_for_state(status_ptr, found, epoch_base)
+        state = wait_for_state(status_ptr, found, epoch_base)
         while state != STATE_PREFIX:
             found -= 1
-            state = _wait_for_state(status_ptr, found, epoch_base)
+            state = wait_for_state(status_ptr, found, epoch_base)
         # ...then fold the aggregates after it forward, in traversal order: the same left fold
         # the tiled kernel computes, whichever prefix was found.
-        carry = _read_published(prefix_ptrs, found, FLAGGED, BLOCK_INNER)
+        carry = read_published(prefix_ptrs, found, FLAGGED, BLOCK_INNER)
         for slot in range(found + 1, ticket):
-            carry = COMBINE(carry, _read_published(aggregate_ptrs, slot, FLAGGED, BLOCK_INNER))
+            carry = COMBINE(carry, read_published(aggregate_ptrs, slot, FLAGGED, BLOCK_INNER))
         if step % PREFIX_EVERY == 0:
-            _publish(prefix_ptrs, status_ptr, ticket, COMBINE(carry, total),
-                     epoch_base + STATE_PREFIX, BLOCK_INNER)
+            publish(prefix_ptrs, status_ptr, ticket, COMBINE(carry, total),
+                    epoch_base + STATE_PREFIX, BLOCK_INNER)
     _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, COMBINE(carry, partial),
                  NEGATE_OUT, STORE)
     if STORE_CARRY:

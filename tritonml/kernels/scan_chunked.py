@@ -7,7 +7,8 @@ one vector load per round trip (the decoupled look-back of Merrill & Garland, "S
 Parallel Prefix Scan with Decoupled Look-back", 2016, made wide), and scans its chunk again from
 that tally. It shares the tile step, the state helpers, the ticket and the publication protocol
 with the other scan kernels (``tritonml/kernels/scan.py``, whose module docstring describes
-tuple states, FLAGGED, HAS_INITIAL, STORE_CARRY and the epoch-tagged status words).
+tuple states, FLAGGED, HAS_INITIAL and STORE_CARRY; ``tritonml/kernels/lookback.py``, the
+epoch-tagged status words).
 """
 from ..core import backend as _backend  # noqa: F401
 
@@ -15,9 +16,10 @@ import triton
 import triton.language as tl
 
 from .combine import row_of, scan_along
-from .scan import (STATE_AGGREGATE, STATE_PREFIX, STATUS_BASE, _chain_bases, _draw_ticket,
-                   _empty_state, _first_carry, _load_state, _publish, _scan_tile, _scan_walk,
-                   _store_carry, _tile_of, _wait_published)
+from .lookback import (STATE_AGGREGATE, STATE_PREFIX, STATUS_BASE, draw_ticket, publish,
+                       wait_published)
+from .scan import (_chain_bases, _empty_state, _first_carry, _load_state, _scan_tile, _scan_walk,
+                   _store_carry, _tile_of)
 
 
 @triton.jit
@@ -69,7 +71,7 @@ def _window_fold(values_ptrs, status_ptr, chain_first_slot, chunk, epoch_base,
     index = group_start - 1 + tl.arange(0, WINDOW)[:, None]          # [WINDOW, 1], chunks
     needed = (index >= 0) & (index < chunk)
     words = status_ptr + STATUS_BASE + chain_first_slot + index
-    _wait_published(words, needed, epoch_base)
+    wait_published(words, needed, epoch_base)
     tl.atomic_add(words, 0, mask=needed, sem="acquire", scope="gpu")
     # The thread that acquired a word is not the one that reads its values: the barrier orders
     # every thread's reads after every acquire.
@@ -127,13 +129,13 @@ def scan_chunked_kernel(
     The tally entering chunk j is therefore fixed by the shape and the config, not by timing:
     (initial, then the groups' prefixes in order, each the in-group scan of its chunks'
     aggregates). Results are bit-identical run to run and whatever order programs run in, and
-    tickets (``_draw_ticket``) order the chunks so a program only waits for programs that have
+    tickets (``draw_ticket``) order the chunks so a program only waits for programs that have
     already started.
     """
     if not PTR_TUPLES:  # one component passed as plain pointers (see _PTR_TUPLES_WHY)
         x_ptrs, out_ptrs, init_ptrs = (x_ptrs,), (out_ptrs,), (init_ptrs,)
         carry_ptrs, published_ptrs = (carry_ptrs,), (published_ptrs,)
-    ticket, epoch_base = _draw_ticket(status_ptr, INDEX_64)
+    ticket, epoch_base = draw_ticket(status_ptr, INDEX_64)
     n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)
     n_chunks = tl.cdiv(n_tiles, chunk_tiles)
     chain = ticket // n_chunks
@@ -160,8 +162,8 @@ def scan_chunked_kernel(
                                 ACC_DTYPE, FLAGGED, REVERSE, NEGATE_X, COMMUTATIVE, INDEX_64,
                                 BLOCK_AXIS, BLOCK_INNER)
         if (in_group != WINDOW - 1) & (chunk != n_chunks - 1):
-            _publish(published_ptrs, status_ptr, ticket, aggregate,
-                     epoch_base + STATE_AGGREGATE, BLOCK_INNER)
+            publish(published_ptrs, status_ptr, ticket, aggregate,
+                    epoch_base + STATE_AGGREGATE, BLOCK_INNER)
         before = _window_fold(published_ptrs, status_ptr, chain_first_slot, chunk, epoch_base,
                               SCAN_COMBINE, IDENTITY, ACC_DTYPE, FLAGGED, WINDOW, BLOCK_INNER)
         if chunk < WINDOW:
@@ -169,8 +171,8 @@ def scan_chunked_kernel(
         else:
             tally = before
         if (in_group == WINDOW - 1) & (chunk != n_chunks - 1):
-            _publish(published_ptrs, status_ptr, ticket, COMBINE(tally, aggregate),
-                     epoch_base + STATE_PREFIX, BLOCK_INNER)
+            publish(published_ptrs, status_ptr, ticket, COMBINE(tally, aggregate),
+                    epoch_base + STATE_PREFIX, BLOCK_INNER)
     # the second read of the chunk: the last use of its lines
     carry = _scan_walk(x_ptrs, x_offs, out_ptrs, out_offs, inner_mask, first_step, end_step,
                        n_tiles, tally, axis_len, x_axis_strides, out_axis_strides, COMBINE,

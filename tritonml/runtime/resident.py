@@ -5,7 +5,7 @@ Two kernels start from a known workspace state:
 
 - the one-launch split reduction (tritonml/kernels/reduce.py, FOLD_LAST): one arrival counter per
   chain, 0 at the start; the last program to arrive folds the partial states and puts it back to 0.
-- the look-back scan (tritonml/kernels/scan.py): a ticket word and one status word per tile. The
+- the look-back kernels (tritonml/kernels/lookback.py): a ticket word and one status word per tile. The
   ticket word holds an epoch beside the ticket count; the program that draws the last ticket
   advances the epoch and clears the count, and status words are tagged with the epoch that wrote
   them, so an earlier launch's words never read as published. Nothing needs clearing.
