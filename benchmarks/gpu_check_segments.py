@@ -316,7 +316,7 @@ def expected_segment_reduce(x: torch.Tensor, function: str, bounds: np.ndarray, 
     x_last = x.movedim(axis, -1)
     wide = _wide_dtype(function, x.dtype)
     empty = initial if initial is not None else \
-        segment_oracle._empty_value(function, x.dtype, x.shape[axis])
+        segment_oracle._empty_value(x, function, axis)
     result = np.full((*x_last.shape[:-1], len(bounds) - 1), empty, dtype=wide)
     with np.errstate(all="ignore"):
         for group, starts, length in _segment_groups(bounds):
