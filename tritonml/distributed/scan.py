@@ -150,8 +150,7 @@ def cumulative_sum(x: torch.Tensor, axis: int, *, group: Optional["ProcessGroup"
         >>> dist.destroy_process_group()
     """
     return _cumulative("cumulative_sum", cast(str, SUM.fold), _cumulative_sum, x, axis, group,
-                       reverse,
-                       exclusive, initial, out, timeout or METADATA_TIMEOUT)
+                       reverse, exclusive, initial, out, timeout or METADATA_TIMEOUT)
 
 
 def cumulative_product(x: torch.Tensor, axis: int, *, group: Optional["ProcessGroup"] = None,
@@ -195,8 +194,8 @@ def cumulative_product(x: torch.Tensor, axis: int, *, group: Optional["ProcessGr
         >>> dist.destroy_process_group()
     """
     return _cumulative("cumulative_product", cast(str, PRODUCT.fold), _cumulative_product, x,
-                       axis, group,
-                       reverse, exclusive, initial, out, timeout or METADATA_TIMEOUT)
+                       axis, group, reverse, exclusive, initial, out,
+                       timeout or METADATA_TIMEOUT)
 
 
 def _cumulative(name: str, total_function: str, local_scan, x, axis, group, reverse, exclusive,
