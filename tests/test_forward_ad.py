@@ -194,6 +194,28 @@ def test_reduce_gradcheck_forward_and_backward(function, gradcheck):
         assert gradcheck(f, (x,))
 
 
+@pytest.mark.parametrize("function", ["MAX", "MIN"])
+def test_an_extremum_reads_only_the_tangents_it_selected(function):
+    # torch's amax/amin jvp: the mean of the tangents at the selected elements; an inf or NaN
+    # tangent elsewhere does not reach the result (dense and segmented alike).
+    # the inf/NaN tangents sit at elements that are neither a row's maximum nor its minimum
+    x = torch.tensor([[1., 5., 2., 3.], [3., 3., 0., 1.], [4., -1., 4., 0.]], dtype=torch.float64)
+    t = torch.tensor([[1., 2., float("inf"), float("nan")], [1., 4., 2., float("inf")],
+                      [6., 3., 10., float("nan")]], dtype=torch.float64)
+    rows = x.tolist()
+    best = [(max if function == "MAX" else min)(r) for r in rows]
+    expected = [sum(tt for xx, tt in zip(r, tr) if xx == b) / r.count(b)
+                for r, tr, b in zip(rows, t.tolist(), best)]
+    dense = jvp(lambda a: tritonml.reduce(a, function, axes=[1]), (x,), (t,))[1]
+    segmented = jvp(lambda a: tritonml.segment_reduce(a.flatten(), function,
+                                                      lengths=torch.tensor([4, 4, 4])),
+                    (x,), (t,))[1]
+    expected = torch.tensor(expected, dtype=torch.float64)
+    assert torch.isfinite(expected).all()
+    torch.testing.assert_close(dense.flatten(), expected, rtol=0, atol=0)
+    torch.testing.assert_close(segmented, expected, rtol=0, atol=0)
+
+
 def test_reduce_of_a_0d_tensor_and_the_index_functions():
     x, t = torch.tensor(0.8, dtype=F64), torch.tensor(-1.5, dtype=F64)
     for function, twin in (("SUM", torch.sum), ("LOG_SUM_EXP", lambda x: torch.logsumexp(x, 0)),

@@ -92,7 +92,8 @@ class ReduceRecord(Reduction):
     the first component's dtype), with ``function`` (its ``ReduceFunction``), ``float_only``,
     ``fold``, ``torch_twin(x, dims)`` (torch's eager equivalent, rank kept), ``derivative``
     (the one rule behind the gradient and the jvp of ``tritonml.reduce`` and ``segment_reduce``;
-    None for a function whose output is an index) and ``takes_initial`` (whether
+    None for a function whose output is an index), ``selects`` (the result is some of the
+    elements: a jvp reads only their tangents, ``tangent_terms``) and ``takes_initial`` (whether
     ``segment_reduce``'s ``initial`` may start its fold). Built with ``ReduceRecord.of``, which
     derives the ``Reduction`` fields (identity, dtype rules, check) from ``state`` and makes the
     record known by its name (``record_of``). Launched with single-pointer kernel arguments (at
@@ -107,6 +108,7 @@ class ReduceRecord(Reduction):
     torch_twin: Optional[Callable] = None
     derivative: Optional[Derivative] = None
     takes_initial: bool = False
+    selects: bool = False
 
     if TYPE_CHECKING:   # the same methods, declared for type checkers
         def __eq__(self, other: object) -> bool: ...
@@ -118,7 +120,8 @@ class ReduceRecord(Reduction):
     @classmethod
     def of(cls, function: ReduceFunction, *, prepare: Any, merge: Any, along: Any, finish: Any,
            state: StateRule, float_only: bool = False, returns_index: bool = False,
-           derivative: Optional[Derivative] = None, takes_initial: bool = False, fold: Fold,
+           derivative: Optional[Derivative] = None, takes_initial: bool = False,
+           selects: bool = False, fold: Fold,
            torch_twin: Callable[..., torch.Tensor]) -> "ReduceRecord":
         def torch_state(dtypes):
             return tuple(TORCH_DTYPE[d] for d, _ in state(dtypes[0], False))
@@ -134,7 +137,7 @@ class ReduceRecord(Reduction):
                      check=_floats_only(function.name) if float_only else None,
                      uses_index=returns_index, function=function, state=state,
                      float_only=float_only, fold=fold, torch_twin=torch_twin,
-                     derivative=derivative, takes_initial=takes_initial)
+                     derivative=derivative, takes_initial=takes_initial, selects=selects)
         _BY_NAME[function.name] = record
         return record
 
@@ -157,8 +160,17 @@ class ReduceRecord(Reduction):
 
         def jvp(xs, outputs, tangents, axes):
             (x,), (y,), (tangent,) = xs, outputs, tangents
-            return (reduce(partials(x, y, axes) * tangent, "SUM", axes),)
+            return (reduce(self.tangent_terms(partials(x, y, axes), tangent), "SUM", axes),)
         return backward, jvp
+
+    def tangent_terms(self, partials, tangent):
+        """``partials * tangent``, the terms a jvp sums over each group. A record that
+        ``selects`` (MAX, MIN: the result is some of the elements) reads no tangent of an element
+        it did not select, so an inf or NaN there stays out, as in torch's amax jvp."""
+        terms = partials * tangent
+        if self.selects:
+            terms = torch.where(partials != 0, terms, torch.zeros_like(terms))
+        return terms
 
     def kernel_state(self, dtypes: Tuple[torch.dtype, ...],
                      index_64: bool) -> Tuple[Tuple[Any, ...], Tuple[Any, ...], Tuple[Any, ...]]:
@@ -351,12 +363,12 @@ RECORDS: Dict[ReduceFunction, ReduceRecord] = {  # pyright: ignore[reportAssignm
                     torch_twin=lambda x, d: torch.logsumexp(x, dim=d, keepdim=True)),
     ReduceRecord.of(_RF.MAX, prepare=_c.keep_value, merge=_c.max_values, along=_c.max_along,
                     finish=_c.finish_value, state=compared(largest=True),
-                    derivative=_extremum_derivative, takes_initial=True,
+                    derivative=_extremum_derivative, takes_initial=True, selects=True,
                     fold=Fold("stack", "MAX"),
                     torch_twin=lambda x, d: x.amax(dim=d, keepdim=True)),
     ReduceRecord.of(_RF.MIN, prepare=_c.keep_value, merge=_c.min_values, along=_c.min_along,
                     finish=_c.finish_value, state=compared(largest=False),
-                    derivative=_extremum_derivative, takes_initial=True,
+                    derivative=_extremum_derivative, takes_initial=True, selects=True,
                     fold=Fold("stack", "MIN"),
                     torch_twin=lambda x, d: x.amin(dim=d, keepdim=True)),
     ReduceRecord.of(_RF.MULTIPLY, prepare=_c.keep_value, merge=_c.mul_values, along=_c.prod_along,

@@ -268,7 +268,8 @@ def _reduce_jvp(ctx, x_tangent, *_):
     x, offsets, output = ctx.saved_tensors
     offsets = offsets.to(torch.int64)
     partials = _partials(ctx.function, x, offsets, output, ctx.axis, ctx.keepdims, ctx.initial)
-    tangent = _segment_sum((partials * x_tangent).expand(x.shape), offsets, ctx.axis)
+    terms = record_of(ctx.function).tangent_terms(partials, x_tangent)
+    tangent = _segment_sum(terms.expand(x.shape), offsets, ctx.axis)
     return tangent.unsqueeze(ctx.axis + 1) if ctx.keepdims else tangent
 
 
