@@ -178,11 +178,6 @@ def _sum_backward(scan, x, output, initial, grad, axis, reverse, exclusive):
     return grad_x, grad_initial
 
 
-def shift_later(grad, axis: int, reverse: bool):
-    """grad[i] <- grad[i + 1] in traversal order, the last position 0."""
-    return shift_along(grad, axis, True, reverse)
-
-
 def _inclusive_product_grad(scan, x, exclusive_product, grad, axis: int, reverse: bool):
     """The gradient in x of an inclusive product of x, for ``grad``, from x's exclusive product
     ``exclusive_product``.
@@ -253,7 +248,7 @@ def _recurrence_backward(recurrence, gates, output, initial, grad, axis, reverse
     scalar = gates.dim() == 0
     if scalar:  # a 0-d sequence acts as shape [1]
         gates, output, grad = gates.unsqueeze(0), output.unsqueeze(0), grad.unsqueeze(0)
-    grad_h = recurrence(shift_later(gates, axis, reverse), grad, axis, not reverse, None)
+    grad_h = recurrence(shift_along(gates, axis, True, reverse), grad, axis, not reverse, None)
     grad_gates = grad_h * _shift_earlier(output, initial, axis, reverse)
     grad_initial = None
     if initial is not None:

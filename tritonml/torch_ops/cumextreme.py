@@ -192,8 +192,17 @@ _CUMMAX = differentiable(_cummax_op, _setup_extreme, _backward_extreme, jvp=_jvp
 _CUMMIN = differentiable(_cummin_op, _setup_extreme, _backward_extreme, jvp=_jvp_extreme)
 _LOGCUMSUMEXP = differentiable(_logcumsumexp_op, _setup_logcumsumexp, _backward_logcumsumexp,
                                jvp=_jvp_logcumsumexp)
-register_differentiable(LOGCUMSUMEXP, lambda x, axis, reverse, exclusive, initial:
-                        _LOGCUMSUMEXP(x, axis, reverse))
+
+
+def _differentiable_logcumsumexp(x, axis, reverse, exclusive, initial):
+    # the op is inclusive and starts from nothing; the record's derivatives ask no more of it
+    if exclusive or initial is not None:
+        raise NotImplementedError("logcumsumexp's differentiable op takes neither exclusive nor "
+                                  "initial")
+    return _LOGCUMSUMEXP(x, axis, reverse)
+
+
+register_differentiable(LOGCUMSUMEXP, _differentiable_logcumsumexp)
 
 
 # ---------------------------------------------------------------------------------------------
