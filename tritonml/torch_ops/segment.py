@@ -21,6 +21,7 @@ segment sums), so gradients are differentiable again.
 """
 from __future__ import annotations
 
+import functools
 import numbers
 import enum
 from typing import TYPE_CHECKING, Any, NoReturn, Optional, Sequence, Tuple, Union, overload
@@ -310,7 +311,7 @@ def _segments(offsets) -> Scans:
     """The scans and shifts of a scan record's derivatives, restarted at each segment."""
     def scan(record, t, axis, reverse, exclusive, initial=None):
         return _segment_scan(record, t, offsets, axis, reverse, exclusive)
-    return Scans(scan, lambda *args, **kwargs: _shift_in_segments(offsets, *args, **kwargs))
+    return Scans(scan, functools.partial(_shift_in_segments, offsets))
 
 
 def _scan_backward(ctx, grad):
