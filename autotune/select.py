@@ -162,7 +162,7 @@ def plan_reduce(layout, dtype: torch.dtype, device: torch.device | None, functio
     """``partial_bytes``: one partial state's bytes; ``out_bytes``: one output element's;
     ``state_values``: the state's components (the register class). All come from the
     reduction's record (``tritonml.Reduction.state_bytes`` / ``out_bytes`` / ``state_values``,
-    the DirectML functions' in tritonml/reduce_functions.py): the tuner knows no reduce function
+    the DirectML functions' in tritonml/records/builtin_reductions.py): the tuner knows no reduce function
     itself."""
     problem = Problem("reduce", function, _dtype_name(dtype), dtype.itemsize,
                       partial_bytes, out_bytes, max(layout.red_len, 1),

@@ -187,7 +187,7 @@ def prepare_reduce(case: ReduceCase, dtype: torch.dtype, device="cpu",
     ``dtype``. ``resolve_cuda_heuristic`` as for ``prepare_scan``."""
     from tritonml_autotune.configs import ReduceConfig
     from tritonml.launchers.reduce import ReduceFunction, reduce_axes
-    from tritonml.reduce_functions import RECORDS
+    from tritonml.records.builtin_reductions import RECORDS
 
     if case.dtypes is not None and dtype not in case.dtypes:
         return None

@@ -29,10 +29,10 @@ import tritonml  # noqa: F401  (first: chooses interpreted Triton, so recording 
 from tritonml.bench.gpu_compile import compile_in_subprocess, describe
 from tritonml.core.dtypes import ACC_TORCH_DTYPE
 from tritonml.launchers.reduce import ReduceFunction, reduce_axes
-from tritonml.reduce_functions import RECORDS
+from tritonml.records.builtin_reductions import RECORDS
 from tritonml.launchers.scan import SUM, cumulative_scan
 from tritonml.launchers.segment import segment_reduce_axis, segment_scan_axis
-from tritonml.reduce_functions import record_of
+from tritonml.records.builtin_reductions import record_of
 from tritonml.runtime import trace as _trace
 from tritonml_autotune import compiled, devices, spaces
 from tritonml_autotune.configs import ReduceConfig, ScanConfig

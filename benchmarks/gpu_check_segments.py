@@ -13,7 +13,7 @@ forced chunks and look-back windows.
 ``check_dsl`` runs ``tritonml.associative_scan`` with ``@triton.jit`` combines over tuples of
 tensors (the affine maps of ``tritonml.kernels.combine.compose_affine``, with and without
 ``offsets=``, and a running maximum with its index defined here), ``tritonml.linear_recurrence``
-and ``tritonml.reduce_with(tritonml.reductions.welford, ...)``.
+and ``tritonml.reduce_with(tritonml.records.ready_reductions.welford, ...)``.
 
 Every result is compared with independent numpy in float64 or exact integers, never with
 tritonml: ``benchmarks/segment_oracle.py``'s rules (empty segments, ``initial``) and the dense
@@ -55,8 +55,8 @@ from tritonml.bench.tolerances import TOLERANCES
 from tritonml.core.dtypes import FLOAT_DTYPES, SUPPORTED_DTYPES, dtype_name
 from tritonml.kernels.combine import compose_affine
 from tritonml.launchers import segment as segment_launchers
-from tritonml.launchers.scan_records import PRODUCT, SUM
-from tritonml.reduce_functions import record_of
+from tritonml.records.builtin_scans import PRODUCT, SUM
+from tritonml.records.builtin_reductions import record_of
 
 from . import reduce_oracle, scan_oracle, segment_oracle
 from .gpu_check import _poison, _scan_input, _strided

@@ -49,7 +49,7 @@ import torch
 import tritonml
 from tritonml.core.dtypes import FLOAT_DTYPES, dtype_name
 from tritonml.launchers.reduce import ReduceFunction, reduce_axes
-from tritonml.reduce_functions import RECORDS
+from tritonml.records.builtin_reductions import RECORDS
 from tritonml.launchers.scan import SUM, cumulative_scan
 from tritonml.launchers.segment import segment_reduce_axis, segment_scan_axis
 from tritonml.runtime import trace as _trace

@@ -115,7 +115,7 @@ def cases(device):
     x = torch.randn(16, 256, device=device)
     out = torch.empty_like(x)
     red_out = torch.empty(16, 1, device=device)
-    from tritonml.reduce_functions import record_of
+    from tritonml.records.builtin_reductions import record_of
     sum_combine = record_of("SUM")
     yield "cumulative_sum (public)", lambda: tritonml.cumulative_sum(x, 1)
     yield "cumulative_sum out= (public)", lambda: tritonml.cumulative_sum(x, 1, out=out)

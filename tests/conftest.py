@@ -67,6 +67,16 @@ def pytest_configure(config):
     # pyproject.toml or the repository's own source files are left out of installed runs.
     config.addinivalue_line("markers", "source_tree: reads the repository's files (README.md, "
                             "docs/, pyproject.toml, sources); not run against an installed wheel")
+    config.addinivalue_line("markers", "quiet_machine: measures time; under pytest-xdist the other "
+                            "workers wait while it runs (tests/timing.py, machine_share)")
+
+
+@pytest.fixture(autouse=True)
+def _machine_share(request):
+    from tests.timing import machine_share
+
+    with machine_share(quiet=request.node.get_closest_marker("quiet_machine") is not None):
+        yield
 
 
 # Modules that read the repository while they are collected, which a marker cannot prevent: left

@@ -261,7 +261,7 @@ WELFORD_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
 def welford_reduce_launches(dtypes=WELFORD_DTYPES, regimes=tuple(WELFORD_REGIME_SHAPES)):
-    """Describe the launches of ``reduce_with(tritonml.reductions.welford, ...)`` with the config the
+    """Describe the launches of ``reduce_with(tritonml.records.ready_reductions.welford, ...)`` with the config the
     launcher picks from the CUDA heuristics (its tile fitted to the state, ``fit_tile_to_state``),
     for every regime x dtype."""
     from unittest import mock
@@ -269,7 +269,7 @@ def welford_reduce_launches(dtypes=WELFORD_DTYPES, regimes=tuple(WELFORD_REGIME_
     import tritonml_autotune.heuristics as heuristics
     from tritonml import runtime
     from tritonml.torch_ops.reduce_with import reduce_with
-    from tritonml.reductions import welford
+    from tritonml.records.ready_reductions import welford
 
     pick = heuristics.reduce_config
     chosen = []

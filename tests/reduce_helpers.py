@@ -61,7 +61,7 @@ def gpu_reduce_launches(cases):
     from tritonml.runtime import trace as _trace
     from tritonml.bench.gpu_compile import describe
     from tritonml.launchers.reduce import ReduceFunction, reduce_axes
-    from tritonml.reduce_functions import RECORDS
+    from tritonml.records.builtin_reductions import RECORDS
 
     pick = heuristics.reduce_config
     chosen = []

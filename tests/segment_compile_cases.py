@@ -12,8 +12,8 @@ from tritonml import reductions
 from tritonml.kernels.combine import compose_affine
 from tritonml.bench.gpu_compile import describe
 from tritonml.launchers import segment as S
-from tritonml.launchers.scan_records import PRODUCT, SUM
-from tritonml.reduce_functions import RECORDS, record_of
+from tritonml.records.builtin_scans import PRODUCT, SUM
+from tritonml.records.builtin_reductions import RECORDS, record_of
 from tritonml.runtime import trace as _trace
 from tritonml_autotune import devices
 

@@ -18,8 +18,8 @@ from tritonml_autotune.configs import ReduceConfig, ScanConfig
 from tritonml.core.dtypes import ACC_TORCH_DTYPE
 from tritonml.core.layout import axis_layout, reduce_layout
 from tritonml.launchers.reduce import ReduceFunction
-from tritonml.reduce_functions import RECORDS
-from tritonml.reduce_functions import record_of
+from tritonml.records.builtin_reductions import RECORDS
+from tritonml.records.builtin_reductions import record_of
 from tritonml_autotune import (candidates, compiled, cost, devices, engine, heuristics, select,
                                shipped, spaces, suite)
 from tritonml_autotune.problem import Problem

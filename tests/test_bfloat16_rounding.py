@@ -239,7 +239,7 @@ def test_welford_mean_rounds_to_nearest():
     # truncation and rounding give different answers.
     x = torch.tensor([[1.0, 1.0 + 3 * 2 ** -8] * 4, [2.0, 2.0 - 3 * 2 ** -8] * 4],
                      dtype=torch.bfloat16)
-    var, mean = tritonml.reduce_with(tritonml.reductions.welford, x, 1)
+    var, mean = tritonml.reduce_with(tritonml.records.ready_reductions.welford, x, 1)
     rows = [[Fraction(v) for v in row] for row in x.double().tolist()]
     means = [sum(r) / len(r) for r in rows]
     assert np.array_equal(bits_of(mean), oracle(means))

@@ -22,7 +22,7 @@ from tritonml.bench.memtrace import OTHER_REGION, trace_memory
 from tritonml.bench.tolerances import TOLERANCES
 from tritonml_autotune.configs import ReduceConfig, ScanConfig
 from tritonml.launchers.reduce import ReduceFunction, reduce_axes
-from tritonml.reduce_functions import RECORDS
+from tritonml.records.builtin_reductions import RECORDS
 from tritonml.launchers.scan import SUM, cumulative_scan
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET,

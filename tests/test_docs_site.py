@@ -47,7 +47,7 @@ pytestmark = pytest.mark.source_tree
 
 # The documented, typed surface: each module's ``__all__`` is its public names.
 PUBLIC_MODULES = ("tritonml", "tritonml.dml", "tritonml.distributed", "tritonml.tuning",
-                  "tritonml.reductions", "tritonml.runtime", "tritonml.reduce_functions",
+                  "tritonml.reductions", "tritonml.runtime", "tritonml.records",
                   "tritonml.kernels.combine")
 
 _DIRECTIVE = re.compile(r"^:::[ \t]+(\S+)[ \t]*$", re.MULTILINE)

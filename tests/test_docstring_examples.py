@@ -1,7 +1,7 @@
 """The examples in the public API's docstrings run as written.
 
 Every name in ``tritonml.__all__`` (its functions and classes, their methods included) and the
-``tritonml.reductions`` module carry Google-style docstrings whose ``Example:`` sections are
+``tritonml.records.ready_reductions`` module carry Google-style docstrings whose ``Example:`` sections are
 doctests: each runs in a fresh namespace and its printed output must match what the docstring
 shows. The examples use CPU tensors, which run tritonml's kernels through Triton's interpreter.
 """
@@ -43,7 +43,7 @@ def test_every_public_name_has_an_example():
 @interpreted_only
 def test_docstring_examples_run_as_written():
     tests = [test for name, obj in _public_objects() for test in _doctests(obj, name)]
-    tests += _doctests(reductions, "tritonml.reductions")
+    tests += _doctests(reductions, "tritonml.records.ready_reductions")
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     failed = []
     for test in tests:

@@ -21,7 +21,7 @@ from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ReduceConfig
 from tritonml.core.dtypes import TORCH_DTYPE
 from tritonml.launchers.reduce import ReduceFunction, reduce_axes
-from tritonml.reduce_functions import RECORDS
+from tritonml.records.builtin_reductions import RECORDS
 from tritonml_autotune import devices, model
 
 from tritonml.bench.memtrace import trace_memory

@@ -12,7 +12,7 @@ from torch.autograd import forward_ad
 from torch.func import hessian, jacfwd, jacrev, jvp
 
 import tritonml
-from tritonml.reductions import welford, welford_biased
+from tritonml.records.ready_reductions import welford, welford_biased
 from tritonml.runtime import trace as _trace
 
 F64 = torch.float64

@@ -15,7 +15,7 @@ import tritonml
 from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ReduceConfig, ScanConfig
 from tritonml.launchers.reduce import reduce_axes
-from tritonml.reduce_functions import RECORDS
+from tritonml.records.builtin_reductions import RECORDS
 from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
 from benchmarks.reduce_oracle import expected_tensor, assert_matches
 from benchmarks.scan_oracle import scan_reference

@@ -19,11 +19,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.timing import limit
 
 ADDED_OVER_TORCH = 0.5 / 1.6
 RUNS = 7
 REPO = Path(__file__).resolve().parent.parent
+# Alone on the machine under pytest-xdist: another worker's load slows the two parts unevenly.
+pytestmark = pytest.mark.quiet_machine
 # Modules that ``import tritonml`` and the CLI's commands leave alone, each a second or so: loaded
 # by the calls that need them.
 DEFERRED = ("torch._dynamo", "torch._inductor", "torch.distributed.tensor", "matplotlib")

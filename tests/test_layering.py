@@ -4,7 +4,7 @@ is called ties the layers together as much as one made at import time).
 
 ``ALLOWED`` is the table; docs/architecture.md ("Which layer imports which") prints the same
 table, which the second test compares. A new module belongs to the layer its folder says
-(``layer_of``), the records by name.
+(``layer_of``).
 """
 from __future__ import annotations
 
@@ -19,12 +19,9 @@ pytestmark = pytest.mark.source_tree
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "tritonml"
 
-# The operator vocabulary: what every layer reads about an operator (docs/architecture.md).
-RECORDS = ("tritonml.reduce_functions", "tritonml.reductions", "tritonml.core.reduce_function",
-           "tritonml.launchers.reduction", "tritonml.launchers.scan_records",
-           "tritonml.launchers.state_combine")
 # Folders (and top-level modules) and their layer, the first match winning.
-FOLDERS = (("tritonml.torch_ops", "torch ops"), ("tritonml.launchers", "launchers"),
+FOLDERS = (("tritonml.torch_ops", "torch ops"), ("tritonml.records", "records"),
+           ("tritonml.launchers", "launchers"),
            ("tritonml.kernels", "kernels"), ("tritonml.runtime", "runtime"),
            ("tritonml.core", "core"), ("tritonml.bench", "tooling"),
            ("tritonml_autotune", "tuner"), ("tritonml", "public"))
@@ -43,8 +40,6 @@ ALLOWED = {
 
 
 def layer_of(module: str) -> str | None:
-    if module in RECORDS or any(module.startswith(r + ".") for r in RECORDS):
-        return "records"
     for prefix, layer in FOLDERS:
         if module == prefix or module.startswith(prefix + "."):
             return layer

@@ -117,7 +117,7 @@ def test_routed_torch_var_and_var_mean_follow_the_rule(dtype):
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 @pytest.mark.parametrize("name", list(WELFORDS))
 def test_welford_follows_the_rule_dense_and_segmented(name, dtype):
-    reduction, ddof = getattr(tritonml.reductions, name), WELFORDS[name]
+    reduction, ddof = getattr(tritonml.records.ready_reductions, name), WELFORDS[name]
     x = arrangements(4, dtype)
     var, mean = oracle(x.double().numpy(), 1, ddof)
     for config in CONFIGS:
@@ -143,18 +143,18 @@ def test_nonfinite_elements_among_many_tiles_follow_the_rule(dtype):
     a = x.double().numpy()
     var, mean = oracle(a, 1, 1)
     for config in CONFIGS:
-        got_var, got_mean = tritonml.reduce_with(tritonml.reductions.welford, x, 1, config=config)
+        got_var, got_mean = tritonml.reduce_with(tritonml.records.ready_reductions.welford, x, 1, config=config)
         assert_matches(got_var, var, dtype, f"welford var ({config})")
         assert_matches(got_mean, mean, dtype, f"welford mean ({config})")
     got_var, got_mean = tritonml.var_mean(x, 1, keepdim=True)
     assert_matches(got_var, var, dtype, "var_mean's var")
     assert_matches(got_mean, mean, dtype, "var_mean's mean")
     offsets = torch.arange(0, x.numel() + 1, x.shape[1])
-    got_var, got_mean = tritonml.segment_reduce(x.reshape(-1), tritonml.reductions.welford,
+    got_var, got_mean = tritonml.segment_reduce(x.reshape(-1), tritonml.records.ready_reductions.welford,
                                                 offsets=offsets)
     assert_matches(got_var, var[:, 0], dtype, "segmented welford var")
     assert_matches(got_mean, mean[:, 0], dtype, "segmented welford mean")
-    m2, mean_m2 = tritonml.reduce_with(tritonml.reductions.welford_m2, x, 1)
+    m2, mean_m2 = tritonml.reduce_with(tritonml.records.ready_reductions.welford_m2, x, 1)
     assert_matches(mean_m2, mean, torch.float64, "welford_m2 mean")
     nonfinite = ~np.isfinite(a).all(axis=1, keepdims=True)
     assert torch.from_numpy(nonfinite).eq(m2.isnan()).all()
@@ -166,16 +166,16 @@ def test_the_reported_cases():
     assert tritonml.var(torch.tensor([INF, 1.])).isnan()
     assert tritonml.var(torch.tensor([1., INF])).isnan()
     var, mean = tritonml.segment_reduce(torch.tensor([-INF, -INF, -INF, -INF, INF, 1.]),
-                                        tritonml.reductions.welford,
+                                        tritonml.records.ready_reductions.welford,
                                         offsets=torch.tensor([0, 4, 6]))
     assert var.isnan().all() and mean.tolist() == [-INF, INF]
-    var, mean = tritonml.reduce_with(tritonml.reductions.welford, torch.tensor([-INF] * 4), 0)
+    var, mean = tritonml.reduce_with(tritonml.records.ready_reductions.welford, torch.tensor([-INF] * 4), 0)
     assert var.isnan().all() and mean.item() == -INF     # torch.mean's, not torch.var_mean's NaN
     var, mean = tritonml.segment_reduce(torch.tensor([NAN, 1., 2.], dtype=torch.float64),
-                                        tritonml.reductions.welford_biased,
+                                        tritonml.records.ready_reductions.welford_biased,
                                         offsets=torch.tensor([0, 1, 3]))
     assert var[0].isnan() and mean[0].isnan() and var[1].item() == 0.25 and mean[1].item() == 1.5
-    var, mean = tritonml.reduce_with(tritonml.reductions.welford_biased,
+    var, mean = tritonml.reduce_with(tritonml.records.ready_reductions.welford_biased,
                                      torch.tensor([NAN], dtype=torch.float64), 0)
     assert var.isnan().all() and mean.isnan().all()
     assert tritonml.var(torch.tensor([INF]), correction=0).isnan()
@@ -195,7 +195,7 @@ def test_welford_keeps_the_variance_at_large_means(dtype):
     x = (center + spread * torch.randn(8192, generator=g, dtype=torch.float64)).to(dtype)
     a = x.double().numpy()
     for name, ddof in WELFORDS.items():
-        reduction = getattr(tritonml.reductions, name)
+        reduction = getattr(tritonml.records.ready_reductions, name)
         want = np.var(a, ddof=ddof)
         var, _ = tritonml.reduce_with(reduction, x, 0, keepdims=False)
         assert abs(var.double().item() - want) <= rtol * want, (name, var, want)

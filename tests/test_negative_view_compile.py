@@ -10,7 +10,7 @@ from tritonml.core import layout as _layout
 from tritonml.runtime import trace as _trace
 from tritonml.core.dtypes import ACC_TORCH_DTYPE
 from tritonml.launchers.reduce import ReduceFunction, reduce_axes
-from tritonml.reduce_functions import RECORDS
+from tritonml.records.builtin_reductions import RECORDS
 from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
 from tritonml_autotune.heuristics import reduce_config
 from tritonml.bench.gpu_compile import compile_in_subprocess, describe

@@ -9,7 +9,7 @@ import tritonml
 from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ReduceConfig
 from tritonml.launchers.reduce import ReduceFunction, reduce_axes
-from tritonml.reduce_functions import RECORDS
+from tritonml.records.builtin_reductions import RECORDS
 
 from benchmarks.reduce_oracle import FLOAT_ONLY, bits
 

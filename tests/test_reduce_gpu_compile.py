@@ -86,7 +86,7 @@ def test_split_regime_and_64_bit_indexing_were_compiled(compiled):
 
 
 # ---------------------------------------------------------------------------------------------
-# User-defined reductions: Welford's 3-component state (tritonml.reductions.welford)
+# User-defined reductions: Welford's 3-component state (tritonml.records.ready_reductions.welford)
 # ---------------------------------------------------------------------------------------------
 def test_welford_compiles_for_sm80_and_sm90_without_spills():
     from tests.gpu_compile_cases import (WELFORD_DTYPES, WELFORD_REGIME_SHAPES,

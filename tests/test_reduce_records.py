@@ -1,7 +1,7 @@
-"""The reduce functions' records (tritonml/reduce_functions.py): one per ``ReduceFunction``, and a
+"""The reduce functions' records (tritonml/records/builtin_reductions.py): one per ``ReduceFunction``, and a
 new record is all a new function needs to run through the launcher, the tuner's sizes and register
 class, autograd (dense and segmented), DTensor and torch's twin, checked against numpy; likewise a
-new scan record (tritonml/launchers/scan_records.py) through ``segment_scan``."""
+new scan record (tritonml/records/builtin_scans.py) through ``segment_scan``."""
 from __future__ import annotations
 
 import enum
@@ -15,8 +15,8 @@ from tritonml.dml import support
 from tritonml.dml.enums import DataType
 from tritonml.kernels import combine as _c
 from tritonml.launchers.reduce import reduce_axes
-from tritonml.launchers.scan_records import ScanCombine
-from tritonml.reduce_functions import RECORDS, Fold, ReduceRecord, compared, record_of
+from tritonml.records.scan_combine import ScanCombine
+from tritonml.records.builtin_reductions import RECORDS, Fold, ReduceRecord, compared, record_of
 from tritonml_autotune.configs import ReduceConfig
 
 # forward-mode AD loads torch's jvp decompositions on first use, which torch.jit.script (deprecated)

@@ -15,7 +15,7 @@ from tritonml_autotune.configs import ReduceConfig
 from tritonml.core.layout import ReduceLayout, reduce_layout
 from tritonml.runtime import resident as _resident
 from tritonml.launchers.reduce import ReduceFunction, launch_reduce, reduce_axes
-from tritonml.reduce_functions import RECORDS
+from tritonml.records.builtin_reductions import RECORDS
 from tritonml_autotune import spaces
 from tritonml_autotune.heuristics import reduce_config
 

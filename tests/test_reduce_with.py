@@ -1,5 +1,5 @@
 """User-defined reductions: ``tritonml.reduce_with``, ``tritonml.Reduction``, and Welford's mean and
-variance (``tritonml.reductions.welford``), against numpy in float64 and exact Python integers."""
+variance (``tritonml.records.ready_reductions.welford``), against numpy in float64 and exact Python integers."""
 from __future__ import annotations
 
 import warnings
@@ -14,8 +14,8 @@ import tritonml
 from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ReduceConfig
 
-welford = tritonml.reductions.welford
-welford_biased = tritonml.reductions.welford_biased
+welford = tritonml.records.ready_reductions.welford
+welford_biased = tritonml.records.ready_reductions.welford_biased
 
 # Forced regimes (tiles smaller than the data: several tiles per program, a partial last tile, and
 # for split several partial-state steps, one split past the end holding only identities).

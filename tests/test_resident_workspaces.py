@@ -14,7 +14,7 @@ from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ReduceConfig, ScanConfig
 from tritonml.runtime import resident as _resident
 from tritonml.launchers.reduce import ReduceFunction, reduce_axes
-from tritonml.reduce_functions import RECORDS
+from tritonml.records.builtin_reductions import RECORDS
 from tritonml.launchers.scan import SUM, cumulative_scan
 
 from tritonml.bench.memtrace import trace_memory

@@ -25,8 +25,8 @@ import tritonml
 from benchmarks import segment_oracle
 from tritonml.bench.memtrace import trace_memory
 from tritonml.launchers import segment as S
-from tritonml.launchers.scan_records import SUM
-from tritonml.reduce_functions import record_of
+from tritonml.records.builtin_scans import SUM
+from tritonml.records.builtin_reductions import record_of
 from tritonml_autotune import devices
 from tritonml_autotune.configs import SegmentConfig
 

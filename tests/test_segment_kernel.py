@@ -12,8 +12,8 @@ from benchmarks import reduce_oracle, scan_oracle, segment_oracle
 from tritonml import reductions
 from tritonml.core.dtypes import FLOAT_DTYPES, SUPPORTED_DTYPES
 from tritonml.launchers import segment as S
-from tritonml.launchers.scan_records import PRODUCT, SUM
-from tritonml.reduce_functions import record_of
+from tritonml.records.builtin_scans import PRODUCT, SUM
+from tritonml.records.builtin_reductions import record_of
 from tritonml_autotune.configs import SegmentConfig
 
 # Small tiles, one-tile chunks and two-chunk windows: segments cross tiles, chunks and windows.

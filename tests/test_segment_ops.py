@@ -166,7 +166,7 @@ def test_segment_scan_matches_the_loop_over_segments(function, dtype, reverse, e
 def test_segment_scan_of_a_transposed_view_along_axis_0():
     x = make_input((4, 6), torch.float32, "SUM", seed=4).t()    # (6, 4), non-contiguous
     offsets = _offsets(0, 2, 6)
-    result = tritonml.segment_scan(x, tritonml.launchers.scan_records.SUM, offsets=offsets)
+    result = tritonml.segment_scan(x, tritonml.records.builtin_scans.SUM, offsets=offsets)
     assert_scan_matches(result, x, "sum", offsets, 0, False, False)
 
 
@@ -419,13 +419,13 @@ def test_export_captures_the_ops_and_the_program_runs():
 # ---------------------------------------------------------------------------------------------
 def test_a_user_reduction_with_two_outputs_over_segments():
     x = make_input((7, 2), torch.float32, "SUM", seed=6)
-    var, mean = tritonml.segment_reduce(x, tritonml.reductions.welford, offsets=_offsets(0, 3, 7))
+    var, mean = tritonml.segment_reduce(x, tritonml.records.ready_reductions.welford, offsets=_offsets(0, 3, 7))
     a = x.double().numpy()
     for i, (lo, hi) in enumerate([(0, 3), (3, 7)]):
         np.testing.assert_allclose(var[i].numpy(), a[lo:hi].var(0, ddof=1), rtol=1e-5)
         np.testing.assert_allclose(mean[i].numpy(), a[lo:hi].mean(0), rtol=1e-5, atol=1e-6)
     with pytest.raises(RuntimeError, match="^x: requires grad, but segment_reduce has no"):
-        tritonml.segment_reduce(x.requires_grad_(), tritonml.reductions.welford,
+        tritonml.segment_reduce(x.requires_grad_(), tritonml.records.ready_reductions.welford,
                                 offsets=_offsets(0, 3, 7))
 
 

@@ -3,7 +3,7 @@ misuses.
 
 ``tests/typing/user_script.py`` uses the public API with annotations that hold only if tritonml's
 types are right (a scan's ``return_carry`` pair, ``reduce`` with keepdims, a ``Reduction`` from
-``tritonml.reductions``, ``segment_reduce`` with offsets, ``use_tritonml``, ``var_mean``'s pair):
+``tritonml.records.ready_reductions``, ``segment_reduce`` with offsets, ``use_tritonml``, ``var_mean``'s pair):
 pyright must report no error, and the script must also run. ``tests/typing/wrong_script.py`` has
 one type error on each line marked ``# error``: pyright must report an error on exactly those
 lines. The public modules themselves are checked by ``.ci/run`` (``pyright`` on them).

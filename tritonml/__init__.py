@@ -6,10 +6,10 @@ CUDA tensors run compiled Triton; CPU tensors run the same kernels through Trito
 # first: chooses compiled or interpreted Triton before any kernel is defined
 from .core import backend as _backend
 
-from .core.reduce_function import ReduceFunction
+from .records.reduce_function import ReduceFunction
 from .torch_ops.reduce import reduce
 from .torch_ops.reduce_with import reduce_with
-from .launchers.reduce_with import Reduction
+from .records.reduction import Reduction
 from .torch_ops.scan import cumulative_product, cumulative_sum
 from .torch_ops.segment import segment_reduce, segment_scan
 from .dsl import CombineError, associative_scan

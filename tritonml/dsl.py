@@ -17,7 +17,7 @@ from .core import checks as _checks
 from .torch_ops import dtensor as _dtensor
 from .torch_ops.define import compiler_disable
 from .torch_ops.segment import check_segments
-from .launchers.state_combine import CombineError
+from .records.state_combine import CombineError
 from .launchers.scan import associative_scan_states
 from .launchers.segment import segment_associative_scan
 

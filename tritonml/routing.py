@@ -36,7 +36,7 @@ from torch.overrides import TorchFunctionMode
 from .core import backend as _backend
 from .core import torch_compat as _torch_compat
 from .core.shapes import reduced_shape
-from .reduce_functions import record_of
+from .records.builtin_reductions import record_of
 from .runtime import caches as _caches
 from . import routing_family as _family
 from .routing_args import (ALIASES, ALL, ARG_ARGS, ARG_DIM, COMPUTE, DIMS, DIMS_NONEMPTY,

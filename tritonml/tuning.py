@@ -197,7 +197,7 @@ SCAN_OPS: Dict[str, str] = {"cumulative_sum": "sum", "cumulative_product": "prod
 
 def op_names() -> Tuple[str, ...]:
     """Every op ``tritonml tune --ops`` knows: the two scans and the reduce functions."""
-    from .core.reduce_function import ReduceFunction
+    from .records.reduce_function import ReduceFunction
     return tuple(SCAN_OPS) + tuple(f.name for f in ReduceFunction)
 
 
@@ -249,7 +249,7 @@ def plan_for(item: Any, dtype: "torch.dtype", device: "Optional[torch.device]") 
     """The ``tritonml_autotune.select`` plan for a suite ``item`` (a contiguous input)."""
     from tritonml_autotune import select
     from .core.layout import axis_layout, reduce_layout
-    from .reduce_functions import record_of
+    from .records.builtin_reductions import record_of
 
     shape = tuple(item.shape)
     if item.op in SCAN_OPS:
@@ -275,8 +275,8 @@ def runner_factory(item: Any, dtype: "torch.dtype", device: "Optional[torch.devi
 
     from .launchers.reduce import launch_reduce
     from .launchers.scan import launch_scan
-    from .launchers.scan_records import scan_record
-    from .reduce_functions import record_of
+    from .records.scan_combine import scan_record
+    from .records.builtin_reductions import record_of
 
     scratch = {}
 

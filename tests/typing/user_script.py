@@ -30,7 +30,7 @@ largest: torch.Tensor = tritonml.reduce(x, tritonml.ReduceFunction.MAX, axes=(0,
                                         keepdims=False)
 function: tritonml.ReduceFunction = tritonml.ReduceFunction.parse("log_sum_exp")
 
-# a user-defined reduction: tritonml.reductions.welford gives (var, mean)
+# a user-defined reduction: tritonml.records.ready_reductions.welford gives (var, mean)
 welford: tritonml.Reduction = reductions.welford
 var_w, mean_w = tritonml.reduce_with(welford, x, axes=1)
 sums: torch.Tensor = tritonml.segment_reduce(x, "sum", offsets=torch.tensor([0, 1, 3]), axis=1)

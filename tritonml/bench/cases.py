@@ -17,13 +17,13 @@ from typing import Callable, Optional
 
 import torch
 
-from ..reduce_functions import RECORDS, record_of
+from ..records.builtin_reductions import RECORDS, record_of
 from .tolerances import TOLERANCES
 
 F32, F16, BF16, I32, I8 = torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int8
 SCAN_DTYPES = (F32, F16, BF16, I32)
 REDUCE_DTYPES = (F32, F16, BF16, I32, I8)
-# Every reduce function with a record (tritonml/reduce_functions.py), the twelve in the published
+# Every reduce function with a record (tritonml/records/builtin_reductions.py), the twelve in the published
 # reports' order (families together), any later one after them.
 _REPORTED = ("SUM", "AVERAGE", "L1", "L2", "SUM_SQUARE", "MULTIPLY", "MIN", "MAX", "ARGMIN",
              "ARGMAX", "LOG_SUM", "LOG_SUM_EXP")

@@ -151,7 +151,7 @@ def tritonml_dense(op: str, public: bool):
     the launcher under it (what bytes are counted on, as the other entries)."""
     from ..launchers.reduce import reduce_axes
     from ..launchers.scan import SUM, cumulative_scan
-    from ..reduce_functions import record_of
+    from ..records.builtin_reductions import record_of
     from ..torch_ops.reduce import reduce
     from ..torch_ops.scan import cumulative_sum
 
@@ -180,7 +180,7 @@ def prepare_segment(entry, op: str, dtype: torch.dtype, shape: tuple, device):
     length distribution) at the 1-D ``shape``."""
     from ..launchers.scan import SUM
     from ..launchers.segment import segment_reduce_axis, segment_scan_axis
-    from ..reduce_functions import record_of
+    from ..records.builtin_reductions import record_of
     from ..torch_ops.segment import segment_reduce, segment_scan
     from .cases import Prepared
 

@@ -22,7 +22,7 @@ Entries:
   when triton was imported before tritonml; a user's combine defined then) run in interpreted
   launches (tritonml/runtime/trace.py).
 - ``make_language_visible``: a user's combine from a module that imports ``triton`` alone runs
-  in the interpreter (tritonml/launchers/state_combine.py, tritonml/launchers/reduction.py).
+  in the interpreter (tritonml/records/state_combine.py, tritonml/records/reduction.py).
 """
 from __future__ import annotations
 

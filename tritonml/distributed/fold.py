@@ -9,9 +9,9 @@ from typing import cast
 import torch
 
 from ..core.dtypes import is_float
-from ..core.reduce_function import ReduceFunction
+from ..records.reduce_function import ReduceFunction
 from ..core.shapes import reduced_shape
-from ..reduce_functions import Fold, record_of
+from ..records.builtin_reductions import Fold, record_of
 from ..torch_ops.reduce import reduce as _reduce
 
 

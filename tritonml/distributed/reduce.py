@@ -12,10 +12,10 @@ import torch
 
 from ..core import checks as _checks
 from ..core.dtypes import is_float
-from ..core.reduce_function import ReduceFunction
+from ..records.reduce_function import ReduceFunction
 from ..core.shapes import reduced_shape
 from ..launchers.reduce import check_index_dtype
-from ..reduce_functions import record_of
+from ..records.builtin_reductions import record_of
 from ..torch_ops.reduce import reduce as _reduce
 from .dtensor import (check_placements, from_local, is_dtensor, mesh_shard, reduced_placements,
                       sharding_mesh_dim, to_local)

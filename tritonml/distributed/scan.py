@@ -13,7 +13,7 @@ import torch
 from ..core import checks as _checks
 from ..dsl import associative_scan as _dsl_associative_scan
 from ..launchers.scan import check_initial_meta
-from ..launchers.scan_records import PRODUCT, SUM
+from ..records.builtin_scans import PRODUCT, SUM
 from ..torch_ops.reduce import reduce as _reduce
 from ..torch_ops.scan import cumulative_product as _cumulative_product
 from ..torch_ops.scan import cumulative_sum as _cumulative_sum

@@ -26,7 +26,7 @@ Modules, one job each; each imports only the ones above it in this list, so ther
 
 - ``errors``: ``Problem``, ``DescriptorError``;
 - ``enums``: the enums and DML_BUFFER_TENSOR_DESC's limits (``ReduceFunction`` is the library's one
-  enum, from ``tritonml.core.reduce_function``);
+  enum, from ``tritonml.records.reduce_function``);
 - ``descs``: ``TensorDesc``, the operator descs, JSON (``to_dict`` / ``from_dict``);
 - ``support``: the support tables by feature level, ``supported``;
 - ``validate``: the rules, ``validate`` / ``check``;

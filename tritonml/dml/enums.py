@@ -2,7 +2,7 @@
 limits of DML_BUFFER_TENSOR_DESC.
 
 ``ReduceFunction`` is the library's one enum (``tritonml.ReduceFunction``, defined in
-``tritonml.core.reduce_function``); descriptor fields read it through ``parse_reduce_function``, which
+``tritonml.records.reduce_function``); descriptor fields read it through ``parse_reduce_function``, which
 reports a bad value as a ``DescriptorError`` like every other field.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import torch
 if TYPE_CHECKING:
     import numpy
 
-from ..core.reduce_function import ReduceFunction
+from ..records.reduce_function import ReduceFunction
 from .errors import DescriptorError
 
 UINT32_MAX: Final[int] = 2**32 - 1

@@ -16,7 +16,7 @@ import torch
 
 from ..core import backend as _backend, checks as _checks
 from ..launchers.reduce import reduce_axes
-from ..reduce_functions import RECORDS
+from ..records.builtin_reductions import RECORDS
 from ..launchers.scan import PRODUCT, SUM, cumulative_scan
 from .descs import SCAN_DESCS, CumulativeSummationOperatorDesc, OperatorDesc, ReduceOperatorDesc, TensorDesc
 from .enums import DEFAULT_FEATURE_LEVEL, AxisDirection, FeatureLevel, LevelArg, parse_level

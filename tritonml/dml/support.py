@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import FrozenSet, Iterable, Optional, Tuple, Union, cast
 
-from ..reduce_functions import RECORDS
+from ..records.builtin_reductions import RECORDS
 from .descs import operator_type_name
 from .enums import (DEFAULT_FEATURE_LEVEL, DIMENSION_COUNT_MAX, DataType, FeatureLevel, LevelArg,
                     ReduceFunction, parse_level, parse_reduce_function)

@@ -14,7 +14,7 @@ is Triton's own combine object, which the interpreter runs through numpy).
 
 FLAGGED: a combine without an identity. The state then carries one more component, an int1
 "holds elements" flag: padding lanes and the empty starting tally have it clear, and the combine
-(tritonml/launchers/state_combine.py) returns the other operand where one side is clear, so padding
+(tritonml/records/state_combine.py) returns the other operand where one side is clear, so padding
 never reaches the user's function's results. Published look-back vectors always hold elements
 (every tile has at least one), so only the data components have workspaces.
 

@@ -5,7 +5,7 @@ A tile's positions learn their segments from ``tile_segments`` (tritonml/kernels
 the tile is then scanned with the *segmented* lift of the combine: states carry a "starts a
 segment" flag, and ``(a, fa) + (b, fb)`` is ``(b if fb else a + b, fa | fb)`` (Blelloch, "Prefix
 Sums and Their Applications", 1990), associative whenever the combine is, so
-``tl.associative_scan`` runs it (``SEG_SCAN``, ``SEG_COMBINE``: launchers/state_combine.py).
+``tl.associative_scan`` runs it (``SEG_SCAN``, ``SEG_COMBINE``: records/state_combine.py).
 
 ``x`` and ``out`` are bundles of one tensor kind's (pointers, the chain's base offsets, axis
 strides), each a tuple with one entry per tensor.

@@ -3,7 +3,7 @@
 Each launcher is a plain function of tensors; tritonml/torch_ops registers them as torch ops. Each
 takes ``config=`` so a tuned config can be passed in, and scans and reductions take the combine
 function as a parameter (``ScanCombine``; a reduce function's ``ReduceRecord``,
-tritonml/reduce_functions.py).
+tritonml/records/builtin_reductions.py).
 """
 from .reduce import ReduceRecord, launch_reduce, reduce_axes
 from .scan import PRODUCT, SUM, ScanCombine, cumulative_scan, launch_scan

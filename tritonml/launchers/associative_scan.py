@@ -13,7 +13,8 @@ from tritonml_autotune.configs import ScanConfig
 
 from ..core import checks as _checks, layout as _layout
 from ..core.dtypes import ACC_DTYPE, ACC_TORCH_DTYPE
-from . import scan_checks as _scan_checks, state_combine as _state_combine
+from ..records import state_combine as _state_combine
+from . import scan_checks as _scan_checks
 from .scan_work import carry_tensors, empty_carry, state_work
 
 

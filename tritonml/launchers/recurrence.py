@@ -7,7 +7,7 @@ commutative), so the scan machinery runs it in every regime, the single-pass loo
 ``h[t]`` is the ``b`` of the composition up to ``t`` applied to ``initial``: the carry-in state is
 ``(1, initial)``. Only ``b`` is stored: reading two inputs and writing one output is the ideal.
 The combine, identity and stored components are the record ``LINEAR_RECURRENCE``
-(tritonml/launchers/scan_records.py).
+(tritonml/records/builtin_scans.py).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import torch
 from ..core import checks as _checks
 from .associative_scan import state_scan
 from .scan_checks import check_carry_in, take_prechecked
-from .scan_records import LINEAR_RECURRENCE
+from ..records.builtin_scans import LINEAR_RECURRENCE
 
 
 def check_recurrence_meta(gates, tokens, axis: int, initial) -> None:

@@ -4,7 +4,7 @@ design; the kernels are in tritonml/kernels/reduce.py, the combine functions in
 tritonml/kernels/combine.py.
 
 Layering: ``tritonml.reduce`` (the torch op, tritonml/torch_ops/reduce.py) -> ``reduce_axes`` (a
-function's ``ReduceRecord``, tritonml/reduce_functions.py, and an optional ``ReduceConfig``:
+function's ``ReduceRecord``, tritonml/records/builtin_reductions.py, and an optional ``ReduceConfig``:
 validate -> canonicalize -> choose a config) -> ``launch_reduce`` (an already canonical layout and
 a config: launch).
 """
@@ -24,9 +24,9 @@ from ..runtime import plan as _plan
 from ..core.dtypes import TORCH_DTYPE, dtype_name
 from ..core.shapes import reduced_shape, strides_over_input
 from ..core.layout import ReduceLayout, reduce_layout
-from ..core.reduce_function import ReduceFunction  # noqa: F401 (for callers)
+from ..records.reduce_function import ReduceFunction  # noqa: F401 (for callers)
 from ..kernels.reduce import reduce_kernel, reduce_partials_kernel
-from ..reduce_functions import ReduceRecord
+from ..records.builtin_reductions import ReduceRecord
 from ..runtime import resident as _resident, scratch as _scratch, steps as _steps
 
 INDEX_DTYPES = (torch.int32, torch.int64, torch.uint32, torch.uint64)

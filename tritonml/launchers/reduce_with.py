@@ -1,11 +1,11 @@
 """User-defined reductions: ``reduce_with_axes``, the launcher of a ``Reduction`` (the description,
-tritonml/launchers/reduction.py).
+tritonml/records/reduction.py).
 
 A ``Reduction`` runs on the very kernels the twelve DirectML functions run on
 (tritonml/kernels/reduce.py) in every regime, split included: its functions are the kernels'
 PREPARE, MERGE, ALONG and FINISH meta-parameters, its state a tuple of components with declared
 dtypes and identities. See docs/dsl.md ("User-defined reductions") for the rules and a worked
-example, tritonml/reductions.py for Welford's mean and variance written this way.
+example, tritonml/records/ready_reductions.py for Welford's mean and variance written this way.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from ..runtime import plan as _plan
 from ..core.shapes import reduced_shape, strides_over_input
 from ..core.layout import reduce_layout
 from .reduce import reduce_work
-from .reduction import Reduction, default_load_dtype
+from ..records.reduction import Reduction, default_load_dtype
 
 # The tuner's tiles are sized for the DirectML states, at most 16 bytes per lane (a float64 value
 # and an int64 index). A larger state (Welford over float64: 24 bytes) in the same tile would pass
@@ -141,4 +141,4 @@ def _plan_reduce_with(reduction, xs, axes, keepdims, config) -> _ReduceWithPlan:
     return _ReduceWithPlan(layout, result_shape, output_dtypes, copy_inputs, work)
 
 
-__all__ = ["Reduction", "reduce_with_axes", "default_load_dtype"]
+__all__ = ["reduce_with_axes"]

@@ -1,5 +1,5 @@
 """Launchers for the cumulative operators (DirectML's CUMULATIVE_SUMMATION / CUMULATIVE_PRODUCT)
-and any other one-tensor scan record (tritonml/launchers/scan_records.py): validate, canonicalize
+and any other one-tensor scan record (tritonml/records/builtin_scans.py): validate, canonicalize
 the layout, choose a config, and run the ``Work`` (tritonml/launchers/scan_work.py) a plan keeps.
 Tuple-state scans: tritonml/launchers/associative_scan.py."""
 from __future__ import annotations
@@ -17,7 +17,8 @@ from ..runtime import plan as _plan, scratch as _scratch, steps as _steps
 from . import scan_checks as _scan_checks
 from .associative_scan import associative_scan_states
 from .scan_checks import check_initial_meta, prechecked
-from .scan_records import PRODUCT, SUM, ScanCombine
+from ..records.builtin_scans import PRODUCT, SUM
+from ..records.scan_combine import ScanCombine
 from .scan_work import carry_tensors, empty_carry, layout_args, scan_work
 
 # Beside this module's own launchers, the names callers import from here: the records, the work

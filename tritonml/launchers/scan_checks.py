@@ -10,7 +10,7 @@ import torch
 
 from ..core import checks as _checks
 from ..core.dtypes import ACC_TORCH_DTYPE
-from . import state_combine as _state_combine
+from ..records import state_combine as _state_combine
 
 
 # ``prechecked``: the public functions (tritonml/torch_ops/scan.py, recurrence.py) check what
@@ -111,7 +111,7 @@ def check_combine_fn(combine_fn, arity: int) -> None:
     values. Checked from its signature and its source: a ``return`` somewhere, each ``return`` that
     spells a tuple of ``arity`` values (or not plainly a single value), and each constant index of a
     parameter (``b[2]``) within the state; anything else is checked when it compiles (a
-    ``tl.static_assert`` in the generated adapter, tritonml/launchers/state_combine.py). Errors name
+    ``tl.static_assert`` in the generated adapter, tritonml/records/state_combine.py). Errors name
     the function and the line."""
     import ast
     import inspect

@@ -14,7 +14,7 @@ from ..core.dtypes import ACC_TORCH_DTYPE, TL_DTYPE
 from ..runtime import resident as _resident, steps as _steps
 from ..kernels.scan import scan_lookback_kernel, scan_tiled_kernel
 from ..kernels.scan_chunked import scan_chunked_kernel
-from .scan_records import ScanCombine
+from ..records.scan_combine import ScanCombine
 
 
 def carry_tensors(initials: Optional[tuple], xs: tuple, axis: int):
@@ -52,7 +52,7 @@ def scan_work(layout, combine: ScanCombine, dtype: torch.dtype, negate_x: bool, 
               *, reverse: bool, exclusive: bool, config: ScanConfig, has_initial: bool = False,
               negate_init: bool = False, store_carry: bool = False) -> _steps.Work:
     """The workspaces and launch of a scan of x of ``dtype`` under the record ``combine``
-    (tritonml/launchers/scan_records.py): its kernel forms, identity and state dtype.
+    (tritonml/records/builtin_scans.py): its kernel forms, identity and state dtype.
     ``negate_x`` / ``negate_out`` / ``negate_init``: x / out / initial is a torch view with the
     negative bit (the memory holds the negated values). The launch reads the initial from tensor
     slot 2 and writes the carry (``store_carry``) to slot 3 (``Work.run`` gets them, or x as an
@@ -78,7 +78,7 @@ def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], a
     FLAGGED (tritonml/kernels/scan.py); ``acc_dtypes``: each component's accumulation type (Triton
     and torch); ``negate_*``: per component, a negative-bit view; ``store``: per component, whether
     its output is written (None: all); ``commutative``: the chunked kernel may fold a chunk's tiles
-    element by element first (the record's flag, tritonml/launchers/scan_records.py).
+    element by element first (the record's flag, tritonml/records/builtin_scans.py).
 
     ``store_carry``: each scan also writes its last inclusive state, in the accumulation dtypes,
     to carry tensors laid out like the initials (the layouts' init strides).

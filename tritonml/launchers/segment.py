@@ -35,11 +35,12 @@ from ..core import checks as _checks, layout as _layout
 from ..core.dtypes import ACC_TORCH_DTYPE, TL_DTYPE, TORCH_DTYPE
 from ..kernels import combine as _combine
 from ..kernels.segment import segment_kernel
-from ..reduce_functions import RECORDS, ReduceRecord, record_of
+from ..records.builtin_reductions import RECORDS, ReduceRecord, record_of
 from ..runtime import relaunch as _relaunch, resident as _resident, steps as _steps
-from . import scan_checks as _scan_checks, state_combine as _state_combine
-from .reduction import Reduction
-from .scan_records import ScanCombine
+from ..records import state_combine as _state_combine
+from . import scan_checks as _scan_checks
+from ..records.reduction import Reduction
+from ..records.scan_combine import ScanCombine
 
 # Where ptxas's own register choice spills, the kernel compiles at a register cap that does not
 # (a config's ``maxnreg``, where it sets one, stands): tritonml_autotune.registers.

@@ -10,14 +10,14 @@ cummax / cummin scan the state (value, index) in one pass on the tuple-state sca
 (``launchers/associative_scan.py: state_scan``), the index read from a broadcast ``arange`` (no
 copy) under ``cummax_pairs`` / ``cummin_pairs`` (kernels/combine.py): torch's rule, ties to the
 later index and NaN sticking, the later NaN's index. logcumsumexp is the ``LOGCUMSUMEXP`` scan
-record (launchers/scan_records.py) on the one-tensor scan kernels, in every regime; half types
+record (records/builtin_scans.py) on the one-tensor scan kernels, in every regime; half types
 accumulate in float32 and float32 in float64 (docs/semantics.md). cummax and cummin launch a
 two-component state, passed to the kernels in tuples, so they are opaque ops with compiled Triton
 too (``define``'s ``opaque``); logcumsumexp is a ``triton_op`` whose kernels torch.compile sees.
 
 Gradients are torch's (tools/autograd/derivatives.yaml): cummax / cummin send each output's
 gradient to the element its index names (a scatter-add), their jvp gathers the tangent there;
-logcumsumexp's are its record's (``LOGCUMSUMEXP.backward`` and ``jvp``, launchers/scan_records.py:
+logcumsumexp's are its record's (``LOGCUMSUMEXP.backward`` and ``jvp``, records/builtin_scans.py:
 torch's backward, the reverse logcumsumexp of log|grad| - result split by sign, run on this op so
 double backward works too; the jvp a first-order linear recurrence).
 """
@@ -31,8 +31,8 @@ from ..core import checks as _checks
 from ..core.dtypes import FLOAT_DTYPES, dtype_name
 from ..launchers.associative_scan import state_scan
 from ..launchers.scan import cumulative_scan
-from ..launchers.scan_records import CUMMAX, CUMMIN, LOGCUMSUMEXP
-from ..reductions import losing_value
+from ..records.builtin_scans import CUMMAX, CUMMIN, LOGCUMSUMEXP
+from ..records.ready_reductions import losing_value
 from .define import define, differentiable
 from .family import as_input, call, comparable
 from .scan import WHOLE_AXIS, register_differentiable
@@ -174,7 +174,7 @@ def _setup_logcumsumexp(ctx, inputs, output):
 
 
 def _backward_logcumsumexp(ctx, grad):
-    """The record's gradient (``LOGCUMSUMEXP.backward``, launchers/scan_records.py)."""
+    """The record's gradient (``LOGCUMSUMEXP.backward``, records/builtin_scans.py)."""
     x, result = ctx.saved_tensors
     grad_x, _ = LOGCUMSUMEXP.backward(  # pyright: ignore[reportOptionalCall]
         WHOLE_AXIS, x, result, None, grad, ctx.dim, ctx.reverse, False)

@@ -21,7 +21,7 @@ import torch
 
 from ..core import checks as _checks
 from ..core.shapes import reduced_shape
-from ..launchers.scan_records import LINEAR_RECURRENCE
+from ..records.builtin_scans import LINEAR_RECURRENCE
 
 # tritonml.distributed, which runs these rules' work, sits above the torch ops: it puts itself
 # here when it is imported (``attach``), which tritonml/__init__.py has done before any DTensor

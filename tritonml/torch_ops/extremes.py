@@ -6,7 +6,7 @@ autograd (backward and forward mode), vmap, and the public functions
     tritonml::min_with_indices(Tensor x, int dim, bool keepdim=False) -> (Tensor, Tensor)
     tritonml::aminmax(Tensor x, int[] axes, bool keepdim=False) -> (Tensor, Tensor)
 
-Each is one pass of one reduction (tritonml/reductions.py: ``max_with_index``,
+Each is one pass of one reduction (tritonml/records/ready_reductions.py: ``max_with_index``,
 ``min_with_index``: (value, index) with torch's rule, ties to the first index and NaN winning at
 the first NaN; ``aminmax``: (min, max), NaN propagating to both) on the reduce kernels, through
 ``reduce_with_axes``. aminmax's ``axes`` is [] for every axis, as torch's ``dim=None``; the
@@ -27,7 +27,7 @@ import torch
 from ..core import checks as _checks
 from ..core.shapes import reduced_shape
 from ..launchers.reduce_with import reduce_with_axes
-from .. import reductions as _reductions
+from ..records import ready_reductions as _reductions
 from .define import define, differentiable
 from .family import (as_input, axes_list, batched, call, check_not_empty, comparable, kept,
                      op_axes)

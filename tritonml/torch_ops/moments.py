@@ -7,7 +7,7 @@ forward mode), vmap, and the public functions ``tritonml.var``, ``std``, ``var_m
     tritonml::var_mean(...) -> (Tensor, Tensor)
     tritonml::std_mean(...) -> (Tensor, Tensor)
 
-One pass of Welford's reduction (tritonml/reductions.py: ``welford_m2``, Chan, Golub and LeVeque's
+One pass of Welford's reduction (tritonml/records/ready_reductions.py: ``welford_m2``, Chan, Golub and LeVeque's
 merge) gives (M2, mean) per result in the accumulation dtype (float32 for half types, float64
 for float32 and float64); then, as torch: var = M2 / max(n - correction, 0) (0 / 0 = NaN where
 n <= correction and M2 = 0, M2 / 0 = inf otherwise), NaN where any element is infinite or NaN,
@@ -32,7 +32,7 @@ from ..core import checks as _checks
 from ..core.dtypes import FLOAT_DTYPES, dtype_name
 from ..core.shapes import reduced_shape
 from ..launchers.reduce_with import reduce_with_axes
-from ..reductions import welford_m2
+from ..records.ready_reductions import welford_m2
 from .define import define, differentiable
 from .family import axes_list, batched, call, kept, op_axes, reduced_count
 

@@ -4,7 +4,7 @@ mode), vmap, and the public functions ``tritonml.nansum`` and ``tritonml.nanmean
     tritonml::nansum(Tensor x, int[] axes, bool keepdim=False) -> Tensor
     tritonml::nanmean(Tensor x, int[] axes, bool keepdim=False) -> Tensor
 
-One pass each (tritonml/reductions.py: ``nansum``, NaN read as 0; ``nanmean``, the state (sum,
+One pass each (tritonml/records/ready_reductions.py: ``nansum``, NaN read as 0; ``nanmean``, the state (sum,
 count) of the non-NaN elements). Sums accumulate as tritonml's SUM does (half types in float32,
 float32 in float64, integers in 64 bits, wrapping); integer and bool inputs sum to int64, as
 torch promotes them; nanmean takes floating-point inputs only, as torch. ``axes`` [] means every
@@ -25,7 +25,7 @@ from ..core import checks as _checks
 from ..core.dtypes import FLOAT_DTYPES, dtype_name
 from ..core.shapes import reduced_shape
 from ..launchers.reduce_with import reduce_with_axes
-from .. import reductions as _reductions
+from ..records import ready_reductions as _reductions
 from .define import define, differentiable
 from .family import axes_list, batched, call, comparable, kept, op_axes
 

@@ -6,7 +6,7 @@ autograd, on the tuple-state scan kernels.
 
 The forward pass is one scan of the state ``(gate, value)`` under the composition of affine maps
 (``tritonml.launchers.recurrence``, the record ``LINEAR_RECURRENCE`` of
-tritonml/launchers/scan_records.py, which also holds the backward). The backward pass is the same
+tritonml/records/builtin_scans.py, which also holds the backward). The backward pass is the same
 recurrence run the other way with the gates shifted one step (Martin & Cundy, "Parallelizing linear
 recurrent neural nets over sequence length", ICLR 2018): with ``dh`` the gradient of the output and
 traversal order forward,
@@ -29,7 +29,7 @@ import torch
 from ..core import checks as _checks
 from ..launchers.recurrence import check_recurrence_meta, recurrence
 from ..launchers.scan_checks import prechecked
-from ..launchers.scan_records import LINEAR_RECURRENCE
+from ..records.builtin_scans import LINEAR_RECURRENCE
 from .define import define, differentiable, direct_call_allowed
 from .scan import _batch_initial, eager_carry_call
 
@@ -79,7 +79,7 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, grad):
-    """``LINEAR_RECURRENCE.backward`` (tritonml/launchers/scan_records.py), its reverse
+    """``LINEAR_RECURRENCE.backward`` (tritonml/records/builtin_scans.py), its reverse
     recurrence run through the differentiable op."""
     gates, output, initial = ctx.saved_tensors
     grad_gates, grad_tokens, grad_initial = LINEAR_RECURRENCE.backward(  # pyright: ignore[reportOptionalCall]

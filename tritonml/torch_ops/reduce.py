@@ -9,7 +9,7 @@ public function ``tritonml.reduce`` that calls them:
 added by a record of its own: ``record_of``); ``axes`` are normalized (sorted, non-negative) by the
 public function, and an empty list means every axis. Gradients and forward-mode tangents: each
 function's record (``derivative``, applied over the axes by ``ReduceRecord.derivatives``;
-tritonml/reduce_functions.py), docs/torch.md.
+tritonml/records/builtin_reductions.py), docs/torch.md.
 """
 import enum
 from typing import List, Optional, Sequence, Union
@@ -17,10 +17,10 @@ from typing import List, Optional, Sequence, Union
 import torch
 
 from ..core import checks as _checks
-from ..core.reduce_function import ReduceFunction
+from ..records.reduce_function import ReduceFunction
 from ..core.shapes import reduced_shape
 from ..launchers.reduce import check_index_dtype, reduce_axes
-from ..reduce_functions import record_of
+from ..records.builtin_reductions import record_of
 from . import jagged as _jagged
 from .define import batch_first, define, differentiable, direct_call_allowed, mutated
 

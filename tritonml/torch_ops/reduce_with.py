@@ -19,7 +19,8 @@ from tritonml_autotune.configs import ReduceConfig
 
 from ..core import checks as _checks, torch_compat as _torch_compat
 from ..core.shapes import reduced_shape
-from ..launchers.reduce_with import Reduction, reduce_with_axes
+from ..launchers.reduce_with import reduce_with_axes
+from ..records.reduction import Reduction
 from . import dtensor as _dtensor
 from .define import compiler_disable
 from .reduce import reduce_kept

@@ -14,7 +14,7 @@ Only the functional op is differentiable (in x and in ``initial``), as in torch:
 in-place forms refuse inputs that require grad. Backward passes and forward-mode tangents
 (``torch.func.jvp``, ``jacfwd``, ``torch.autograd.forward_ad``) are scans on tritonml's own kernels
 (docs/torch.md), the ``backward`` and ``jvp`` of each operator's record
-(tritonml/launchers/scan_records.py).
+(tritonml/records/builtin_scans.py).
 
 ``return_carry=True`` (the last tally in the accumulation dtype, docs/dsl.md) is not part of the
 ops' schemas: a second output in another dtype would need its own fake kernels, vmap and autograd
@@ -31,8 +31,8 @@ from torch.autograd import forward_ad
 from ..core import checks as _checks, torch_compat as _torch_compat
 from . import dtensor as _dtensor, jagged as _jagged
 from ..launchers.scan import check_initial_meta, cumulative_scan, prechecked
-from ..launchers.scan_records import (LINEAR_RECURRENCE, PRODUCT, SUM, ScanCombine, Scans,
-                                      StateScan)
+from ..records.builtin_scans import LINEAR_RECURRENCE, PRODUCT, SUM
+from ..records.scan_combine import ScanCombine, Scans, StateScan
 from .define import (_peek_functorch, batch_first, compiler_disable, define, differentiable,
                      direct_call_allowed,
                      mutated)
@@ -231,7 +231,7 @@ def _fake_in_place(x, axis, reverse=False, exclusive=False, initial=None):
 
 
 # ---------------------------------------------------------------------------------------------
-# Autograd: each record's ``backward`` and ``jvp`` (tritonml/launchers/scan_records.py), their
+# Autograd: each record's ``backward`` and ``jvp`` (tritonml/records/builtin_scans.py), their
 # scans run through the differentiable ops, so derivatives are differentiable too
 # ---------------------------------------------------------------------------------------------
 _DIFFERENTIABLE: Dict[Union[ScanCombine, StateScan], Callable[..., torch.Tensor]] = {}

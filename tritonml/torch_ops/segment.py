@@ -15,7 +15,7 @@ Gradients are in x only (offsets are integers). A reduction's is its record's de
 segment's result in each of its elements, given segment totals (``_partials``): the backward
 multiplies it by the gradient gathered from each element's segment, forward mode sums it times the
 tangent over each segment. A scan's are its record's ``backward`` and ``jvp``
-(launchers/scan_records.py) with every scan and shift in them restarted at the boundaries
+(records/builtin_scans.py) with every scan and shift in them restarted at the boundaries
 (``_segments``). Both run on tritonml's own ops (the gather is one ``index_select``; the sums are
 segment sums), so gradients are differentiable again.
 """
@@ -30,12 +30,13 @@ import torch
 
 from ..core import checks as _checks, torch_compat as _torch_compat
 from ..core.dtypes import is_float
-from ..core.reduce_function import ReduceFunction
-from ..launchers.reduction import Reduction
-from ..launchers.scan_records import LINEAR_RECURRENCE, ScanCombine, Scans, scan_record
+from ..records.reduce_function import ReduceFunction
+from ..records.reduction import Reduction
+from ..records.builtin_scans import LINEAR_RECURRENCE
+from ..records.scan_combine import ScanCombine, Scans, scan_record
 from ..launchers.segment import (initial_takers, segment_offsets, segment_reduce_axis,
                                   segment_scan_axis)
-from ..reduce_functions import ReduceRecord, record_of
+from ..records.builtin_reductions import ReduceRecord, record_of
 from .define import compiler_disable, define, differentiable, direct_call_allowed
 
 
@@ -225,7 +226,7 @@ def _segment_sum(t, offsets, axis):
 
 def _partials(function: str, x, offsets, output, axis: int, keepdims: bool, initial):
     """d result[segment of j] / d x[j] for every element j, broadcasting against x: the record's
-    derivative rule (tritonml/reduce_functions.py, the same as tritonml.reduce's) over segments.
+    derivative rule (tritonml/records/builtin_reductions.py, the same as tritonml.reduce's) over segments.
     Its ``total`` is a segment reduction gathered back over the elements; ``initial`` starts the
     function's own fold only (a factor of MULTIPLY's products, not of the sums beside it)."""
     record = record_of(function)
@@ -315,7 +316,7 @@ def _segments(offsets) -> Scans:
 
 
 def _scan_backward(ctx, grad):
-    """The record's gradient (launchers/scan_records.py) with every scan and shift in it
+    """The record's gradient (records/builtin_scans.py) with every scan and shift in it
     segmented."""
     x, offsets, output = ctx.saved_tensors
     grad_x, _ = scan_record(ctx.function).backward(  # pyright: ignore[reportOptionalCall]
@@ -324,7 +325,7 @@ def _scan_backward(ctx, grad):
 
 
 def _scan_jvp(ctx, x_tangent, *_):
-    """The record's tangent (launchers/scan_records.py) with every scan and shift in it
+    """The record's tangent (records/builtin_scans.py) with every scan and shift in it
     segmented."""
     x, offsets, output = ctx.saved_tensors
     return scan_record(ctx.function).jvp(  # pyright: ignore[reportOptionalCall]
@@ -470,7 +471,7 @@ def segment_scan(x: torch.Tensor, function: Union[str, ScanCombine], *,
     Args:
         x: The tensor to scan (rank >= 1).
         function: A ``ScanCombine`` record with a ``backward`` and a ``jvp``
-            (tritonml/launchers/scan_records.py: SUM, PRODUCT, LOGCUMSUMEXP, or one of its own)
+            (tritonml/records/builtin_scans.py: SUM, PRODUCT, LOGCUMSUMEXP, or one of its own)
             or its name in any case (``"sum"``, ``"product"``, ``"logcumsumexp"``).
         offsets: The n + 1 boundaries, as for ``segment_reduce``.
         lengths: Instead, the n segments' lengths, as for ``segment_reduce``.

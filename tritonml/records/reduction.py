@@ -1,6 +1,6 @@
 """``Reduction``: a reduction as tritonml's reduce kernels run it, the one kind of record behind
 ``tritonml.reduce_with`` (a user's reduction) and ``tritonml.reduce`` (the twelve DirectML
-functions, tritonml/reduce_functions.py, each a ``Reduction`` with a few more facts).
+functions, tritonml/records/builtin_reductions.py, each a ``Reduction`` with a few more facts).
 
 The launchers are tritonml/launchers/reduce.py (``reduce_work``, ``reduce_axes``) and
 tritonml/launchers/reduce_with.py (``reduce_with_axes``).
@@ -28,7 +28,7 @@ def default_load_dtype(dtype: torch.dtype) -> torch.dtype:
 @dataclass(frozen=True)
 class Reduction:
     """A reduction on tritonml's reduce kernels: a user's, run by ``tritonml.reduce_with``, or one
-    of the twelve DirectML functions (``tritonml.reduce_functions.ReduceRecord``, a subclass).
+    of the twelve DirectML functions (``tritonml.records.builtin_reductions.ReduceRecord``, a subclass).
 
     The state is a tuple of ``len(identity)`` components. The three functions are ``@triton.jit``
     functions of tiles (2-D tensors, elementwise):

@@ -30,7 +30,7 @@ routed call may record autograd), tritonml.distributed and the DTensor rules (th
 tritonml/bench/cases.py and tritonml/tuning.py.
 
 Adding a reduce function (nothing else asks to be edited):
-1. its member in ``ReduceFunction`` (tritonml/core/reduce_function.py), with directml.h's value;
+1. its member in ``ReduceFunction`` (tritonml/records/reduce_function.py), with directml.h's value;
 2. its ``@triton.jit`` functions in tritonml/kernels/combine.py, if the existing ones do not
    compose into it (each takes and returns a tuple of state components);
 3. its record below, in ``RECORDS``;
@@ -50,10 +50,10 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple, Union
 import torch
 import triton.language as tl
 
-from .core.dtypes import ACC_DTYPE, TL_DTYPE, TORCH_DTYPE, dtype_name, is_float
-from .core.reduce_function import ReduceFunction
-from .kernels import combine as _c
-from .launchers.reduction import Reduction
+from ..core.dtypes import ACC_DTYPE, TL_DTYPE, TORCH_DTYPE, dtype_name, is_float
+from .reduce_function import ReduceFunction
+from ..kernels import combine as _c
+from .reduction import Reduction
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 _BY_NAME: Dict[str, "ReduceRecord"] = {}   # every record ReduceRecord.of made, by name
