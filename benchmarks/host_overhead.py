@@ -85,7 +85,7 @@ def gpu_host_path_with_launches_stubbed():
         get_current_device=lambda: 0, get_current_stream=lambda device: 0))
     try:
         with mock.patch.object(_backend, "INTERPRET", False), \
-                mock.patch.object(_triton_compat, "driver", stub_driver), \
+                mock.patch.object(_triton_compat.jit_run, "driver", stub_driver), \
                 mock.patch.object(_relaunch, "_first_launch", first_launch):
             yield
     finally:

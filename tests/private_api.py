@@ -1,5 +1,5 @@
 """Finding uses of a library's private API in tritonml's own code (tests/test_triton_compat.py,
-tests/test_torch_compat.py): each library's private API belongs in one compat module."""
+tests/test_torch_compat.py): each library's private API belongs in one compat module or package."""
 from __future__ import annotations
 
 import pathlib
@@ -15,12 +15,13 @@ def uses(pattern, text: str) -> list:
             for m in pattern.finditer(text)]
 
 
-def offenders(pattern, allowed: pathlib.Path) -> list:
-    """``path:line: text`` of each match of ``pattern`` in SCANNED's Python files but ``allowed``."""
+def offenders(pattern, allowed: pathlib.Path, root: pathlib.Path = REPO) -> list:
+    """``path:line: text`` of each match of ``pattern`` in the Python files of SCANNED under
+    ``root`` but ``allowed``: a compat module, or a compat package's folder and all below it."""
     found = []
     for folder in SCANNED:
-        for path in sorted((REPO / folder).rglob("*.py")):
-            if path != allowed:
-                found.extend(f"{path.relative_to(REPO)}:{lineno}: {text}"
+        for path in sorted((root / folder).rglob("*.py")):
+            if path != allowed and allowed not in path.parents:
+                found.extend(f"{path.relative_to(root)}:{lineno}: {text}"
                              for lineno, text in uses(pattern, path.read_text(encoding="utf-8")))
     return found

@@ -1,7 +1,8 @@
-"""The interpreter runs a user-defined combine on whole tiles (tritonml/core/triton_compat.py:
-``scan_along``/``reduce_along`` by log-step doubling and halving) instead of Triton's one call
-per element. Checked against sequential Python loops with a non-commutative combine (2x2 matrix
-products), so a swapped operand or a dropped element would show."""
+"""The interpreter runs a user-defined combine on whole tiles
+(tritonml/core/triton_compat/scan_reduce.py: ``scan_along``/``reduce_along`` by log-step doubling
+and halving) instead of Triton's one call per element. Checked against sequential Python loops
+with a non-commutative combine (2x2 matrix products), so a swapped operand or a dropped element
+would show."""
 from __future__ import annotations
 
 import numpy as np

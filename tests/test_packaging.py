@@ -32,7 +32,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 # Every file a wheel may hold ({dist}: its dist-info folder, "tritonml-VERSION.dist-info").
 WHEEL_ALLOWED = (
     r"tritonml_cli\.py",
-    r"tritonml/([a-z_]+/)?[a-z_0-9]+\.py",
+    r"tritonml/([a-z_]+/){0,2}[a-z_0-9]+\.py",   # tritonml/core/triton_compat/ is two deep
     r"tritonml/py\.typed",
     r"tritonml_autotune/[a-z_0-9]+\.py",
     r"tritonml_autotune/py\.typed",

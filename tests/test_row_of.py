@@ -2,8 +2,8 @@
 scan's last row) and a look-back window's fold: one row of each component of a state, bit for
 bit, in every dtype (NaN payloads, -0.0 and infinities included), for a row given as an int or
 one row per column, both ways it can take it (a gather, or a sum of the row's bits: which one
-depends on the Triton version, tritonml/core/triton_compat.py FAST_ROW_GATHER). Oracle: numpy
-indexing of the same bits."""
+depends on the Triton version, tritonml/core/triton_compat/versions.py FAST_ROW_GATHER).
+Oracle: numpy indexing of the same bits."""
 import numpy as np
 import pytest
 import torch

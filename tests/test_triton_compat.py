@@ -1,5 +1,5 @@
-"""Private Triton API is used in one module, tritonml/core/triton_compat.py, and what it relies on is
-there in the installed Triton."""
+"""Private Triton API is used in one package, tritonml/core/triton_compat/, and what it relies on
+is there in the installed Triton."""
 from __future__ import annotations
 
 import re
@@ -10,7 +10,7 @@ import triton.language as tl
 from tests.private_api import REPO, offenders, uses
 from tritonml.core import triton_compat as _triton_compat
 
-COMPAT = REPO / "tritonml" / "core" / "triton_compat.py"
+COMPAT = REPO / "tritonml" / "core" / "triton_compat"
 
 # Text that reaches into Triton's private API: its internal modules, private names, the code
 # generator's keyword arguments.
@@ -40,7 +40,7 @@ def test_a_missing_private_name_is_reported_by_name(monkeypatch):
     missing = _triton_compat.check()
     assert missing == ["triton.language.standard._sum_combine (not found)"]
     message = _triton_compat.check_message(missing)
-    assert "tritonml/core/triton_compat.py" in message
+    assert "tritonml/core/triton_compat/" in message
     assert "triton.language.standard._sum_combine" in message
 
 
@@ -79,7 +79,19 @@ def test_the_scan_leaves_public_api_alone(line):
 
 
 @pytest.mark.source_tree
-def test_no_module_but_the_compat_module_touches_private_triton_api():
+def test_no_module_but_the_compat_package_touches_private_triton_api():
     found = offenders(PRIVATE_TRITON, COMPAT)
-    assert not found, ("private Triton API belongs in tritonml/core/triton_compat.py only:\n"
+    assert not found, ("private Triton API belongs in tritonml/core/triton_compat/ only:\n"
                        + "\n".join(found))
+
+
+def test_the_exemption_is_the_compat_package_and_nothing_beside_it(tmp_path):
+    # Its modules at any depth are exempt; a module named like it, or anywhere else, is found.
+    for name in ("tritonml/core/triton_compat/__init__.py", "tritonml/core/triton_compat/a/b.py",
+                 "tritonml/core/triton_compat_more.py", "tritonml/kernels/k.py", "benchmarks/b.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("add = tl.standard._sum_combine\n")
+    found = offenders(PRIVATE_TRITON, tmp_path / "tritonml" / "core" / "triton_compat",
+                      root=tmp_path)
+    assert {line.split(":", 1)[0] for line in found} == {
+        "tritonml/core/triton_compat_more.py", "tritonml/kernels/k.py", "benchmarks/b.py"}

@@ -1,8 +1,9 @@
 """What the compile tests allow Triton before 3.8 to compile differently from 3.9, each with its
-reason, in one place. The kernels take two other forms before 3.8 (tritonml/core/triton_compat.py:
-``FAST_ROW_GATHER``, ``LOOP_CARRIES_STATUS``), and 3.6's ptxas and passes allocate otherwise
-(benchmarks/README.md, "A GPU session"). Checked on 3.6.0, the oldest supported release, which
-``.ci/run`` compiles every specialization with (``pytest --compile-only``).
+reason, in one place. The kernels take two other forms before 3.8
+(tritonml/core/triton_compat/versions.py: ``FAST_ROW_GATHER``, ``LOOP_CARRIES_STATUS``), and 3.6's
+ptxas and passes allocate otherwise (benchmarks/README.md, "A GPU session"). Checked on 3.6.0, the
+oldest supported release, which ``.ci/run`` compiles every specialization with
+(``pytest --compile-only``).
 """
 from __future__ import annotations
 

@@ -7,10 +7,10 @@ regime's synchronization, not data). Torch work that a launcher does around its 
 workspace, a copy) is counted too, from torch's dispatcher, as the launches it would be on a GPU.
 
 The interpreter reports each memory operation and each kernel launch through
-``tritonml.core.triton_compat.interpreter_hooks`` (Triton has no public hook for either; that module
-keeps the private details and the Triton versions they were checked against). Launches split the
-bytes per kernel, and torch operations that the interpreter itself performs to stage arguments are
-not counted.
+``tritonml.core.triton_compat.interpreter_hooks`` (Triton has no public hook for either; that
+package keeps the private details and the Triton versions they were checked against). Launches
+split the bytes per kernel, and torch operations that the interpreter itself performs to stage
+arguments are not counted.
 
 Independent of tritonml's internals except those hooks and ``tritonml.runtime.trace.record()``,
 whose launch record is kept (``MemTrace.recorded``) to cross-check the launches the interpreter ran

@@ -2,9 +2,9 @@
 
 Triton's interpreter keeps bfloat16 data as ``uint16`` bit patterns, and numpy has no bfloat16
 type. These two functions are the exact conversions the interpreter lacks
-(``tritonml.core.triton_compat`` installs them): every value is rounded once, to nearest with ties
-to even, as torch and the GPU's ``cvt.rn`` do, whatever the source type (float16/32/64, any integer
-up to 64 bits). NaN stays NaN (quiet), an overflow becomes infinity.
+(``tritonml.core.triton_compat.interpreter_bfloat16`` installs them): every value is rounded once,
+to nearest with ties to even, as torch and the GPU's ``cvt.rn`` do, whatever the source type
+(float16/32/64, any integer up to 64 bits). NaN stays NaN (quiet), an overflow becomes infinity.
 
 Wider sources get there through *round to odd* (Boldo & Melquiond, "Emulation of FMA and
 correctly rounded sums: proved algorithms using rounding to odd", IEEE TC 2008): rounding to odd at

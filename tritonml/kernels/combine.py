@@ -7,8 +7,8 @@ so non-commutative combines work in both directions.
 Why ``add``/``mul`` are Triton's own objects: Triton's interpreter recognizes its standard combine
 functions by identity and runs them through numpy (``np.cumsum``, ``np.sum``), one call per tile;
 any other combine goes through ``scan_along``/``reduce_along``'s whole-tile path (log2 of the tile
-length calls, tritonml/core/triton_compat.py). Using Triton's objects keeps CPU runs fastest and
-changes nothing on the GPU.
+length calls, tritonml/core/triton_compat/scan_reduce.py). Using Triton's objects keeps CPU runs
+fastest and changes nothing on the GPU.
 """
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def compose_affine(earlier, later):
 
 # ``scan_along(input, axis, combine_fn, reverse=False)`` and ``reduce_along(input, axis, combine_fn,
 # keep_dims=False)``: ``tl.associative_scan`` and ``tl.reduce`` with ``combine_fn`` taken from a
-# ``tl.constexpr`` parameter (tritonml/core/triton_compat.py says why they are shims).
+# ``tl.constexpr`` parameter (tritonml/core/triton_compat/scan_reduce.py says why they are shims).
 
 
 # ---------------------------------------------------------------------------------------------
@@ -126,7 +126,7 @@ def _as_bits(x):
     return bits
 
 
-# Which way ``row_of`` takes a row (tritonml/core/triton_compat.py, FAST_ROW_GATHER).
+# Which way ``row_of`` takes a row (tritonml/core/triton_compat/versions.py, FAST_ROW_GATHER).
 _GATHER_ROW = tl.constexpr(_triton_compat.FAST_ROW_GATHER)
 
 

@@ -102,7 +102,7 @@ def wait_counting(words, needed, epoch_base):
         waiting = _unpublished(_poll(words, needed), needed, epoch_base)
 
 
-# Which form of wait loop compiles (tritonml/core/triton_compat.py, LOOP_CARRIES_STATUS).
+# Which form of wait loop compiles (tritonml/core/triton_compat/versions.py LOOP_CARRIES_STATUS).
 _CARRY_STATUS = tl.constexpr(_triton_compat.LOOP_CARRIES_STATUS)
 
 
