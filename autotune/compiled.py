@@ -31,7 +31,6 @@ _CLASS_OF = {"float16": "float16", "bfloat16": "float16", "float32": "float32",
 # ptxas may keep one 8-byte value in the stack frame without it being a register-pressure problem
 # (three uint8/uint16 look-back specializations do on sm_80; tests/test_gpu_compile.py allows it).
 SPILL_TOLERANCE_BYTES = 8
-ARCH_OF_DEVICE = {"H100": 90, "A100": 80}
 
 
 def dtype_class(dtype_name: str) -> str:

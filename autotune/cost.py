@@ -59,7 +59,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from . import compiled, model, spaces
+from . import compiled, devices, model, spaces
 from .devices import Device
 from .problem import Problem
 
@@ -140,9 +140,9 @@ class Estimate:
 
 def kernel_usage(problem: Problem, device: Device, kernel: str, tile_elements: int,
                  num_warps: int) -> compiled.Usage | None:
-    """``compiled.usage`` for this problem's state and dtype on ``device``'s architecture (sm_90
-    for a GPU the table does not know)."""
-    arch = compiled.ARCH_OF_DEVICE.get(device.name, max(compiled.ARCH_OF_DEVICE.values()))
+    """``compiled.usage`` for this problem's state and dtype on ``device``'s architecture (the
+    newest the table has, ``devices.ARCHS``, for an architecture it does not)."""
+    arch = device.arch if device.arch in devices.ARCHS else max(devices.ARCHS)
     state = compiled.state_class(problem.state_values)
     return compiled.usage(kernel, state, problem.dtype, arch, tile_elements, num_warps)
 

@@ -16,6 +16,7 @@ than loading torch's libraries: the ratio of ``import tritonml`` to ``import tor
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import tempfile
@@ -54,6 +55,8 @@ _LOCK_FILES: dict = {}
 
 def _lock_file(name: str):
     if name not in _LOCK_FILES:
+        if not _LOCK_FILES:
+            atexit.register(lambda: [f.close() for f in _LOCK_FILES.values()])
         path = os.path.join(tempfile.gettempdir(), f"tritonml-tests-{_RUN}-{name}.lock")
         _LOCK_FILES[name] = open(path, "a+")
     return _LOCK_FILES[name]

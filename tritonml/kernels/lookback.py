@@ -8,10 +8,11 @@ what later pieces need of it (its aggregate or its inclusive prefix, one vector 
 component) and waits for what earlier pieces published before it writes its own output. They share
 one workspace (tritonml/runtime/resident.py) and this protocol on it:
 
-- **Tickets** (``draw_ticket``). A program takes its piece from a counter, not from its program
-  id: it only ever waits for pieces with smaller tickets, which belong to programs that have
-  already started, so no hardware scheduling order can deadlock the launch (and the interpreter,
-  which runs programs one after another in any order, gives the same result).
+- **Tickets** (``draw_ticket``; ``draw_chunk`` reads one as a chunk of a chain). A program
+  takes its piece from a counter, not from its program id: it only ever waits for pieces with
+  smaller tickets, which belong to programs that have already started, so no hardware
+  scheduling order can deadlock the launch (and the interpreter, which runs programs one after
+  another in any order, gives the same result).
 - **Status words.** The workspace is int32 words: the int64 ticket word first (its first two
   words), then one status word per piece (``STATUS_BASE + slot``). A status word is
   ``EPOCH_STATES * epoch + state``, the state ``STATE_AGGREGATE`` or ``STATE_PREFIX``; the ticket
@@ -65,6 +66,23 @@ def draw_ticket(status_ptr, INDEX_64: tl.constexpr):
     if not INDEX_64:
         ticket = ticket.to(tl.int32)  # else workspace slots: ticket * BLOCK_INNER may pass int32
     return ticket, epoch_base
+
+
+@triton.jit
+def draw_chunk(status_ptr, n_tiles, chunk_tiles, INDEX_64: tl.constexpr):
+    """Draw a ticket (``draw_ticket``) and read it as a chunk of ``chunk_tiles`` tiles: a chain
+    of ``n_tiles`` tiles has cdiv(n_tiles, chunk_tiles) chunks, on consecutive tickets in
+    traversal order, so a chunk only waits on chunks of its chain with smaller tickets.
+
+    Returns (ticket, epoch_base, chain, chunk, n_chunks, first_step, end_step): the chunk's
+    place in its chain and the traversal steps (tiles, in traversal order) it covers,
+    ``first_step`` to ``end_step - 1``."""
+    ticket, epoch_base = draw_ticket(status_ptr, INDEX_64)
+    n_chunks = tl.cdiv(n_tiles, chunk_tiles)
+    chunk = ticket % n_chunks
+    first_step = chunk * chunk_tiles
+    return (ticket, epoch_base, ticket // n_chunks, chunk, n_chunks, first_step,
+            tl.minimum(first_step + chunk_tiles, n_tiles))
 
 
 @triton.jit

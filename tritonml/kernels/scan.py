@@ -33,10 +33,10 @@ scans with no chain of tiles), is built from the helpers here.
 Both read every input element once and write every output element once. Direction is a flip of the
 tile order plus a reversed in-tile scan, so tiles stay aligned in memory in both directions.
 Exclusive results come from shifting the loaded window by one element along the traversal (see
-``_scan_tile``), never from subtracting or dividing.
+``scan_tile``), never from subtracting or dividing.
 
 HAS_INITIAL: each scan's tally starts from its element of ``initial`` (x's shape without the axis,
-read once per chain in ACC_DTYPE, ``_first_carry``) instead of the identity; the tiled kernel
+read once per chain in ACC_DTYPE, ``first_carry``) instead of the identity; the tiled kernel
 carries it from the start, the look-back's first tile in traversal order folds it into the prefix
 it publishes.
 
@@ -70,7 +70,7 @@ PREFIX_EVERY = tl.constexpr(1)
 
 
 @triton.jit
-def _chain_bases(chain, inner_len, outer_sizes, outer_strides, inner_strides,
+def chain_bases(chain, inner_len, outer_sizes, outer_strides, inner_strides,
                  INDEX_64: tl.constexpr, BLOCK_INNER: tl.constexpr):
     """Each tensor's base offsets [1, BLOCK_INNER] for a chain (one tuple entry per component)
     and the inner mask. The outer index is decomposed once for every tensor."""
@@ -83,7 +83,7 @@ def _chain_bases(chain, inner_len, outer_sizes, outer_strides, inner_strides,
 
 
 @triton.jit
-def _load_state(x_ptrs, x_offs, positions, x_axis_strides, mask,
+def load_state(x_ptrs, x_offs, positions, x_axis_strides, mask,
                 IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr, NEGATE_X: tl.constexpr,
                 FLAGGED: tl.constexpr, EVICTION: tl.constexpr):
     """The state of the elements at ``positions`` (masked lanes: the identity; FLAGGED: the flag
@@ -104,7 +104,7 @@ def _load_state(x_ptrs, x_offs, positions, x_axis_strides, mask,
 
 
 @triton.jit
-def _scan_tile(x_ptrs, x_offs, inner_mask, tile, axis_len, x_axis_strides,
+def scan_tile(x_ptrs, x_offs, inner_mask, tile, axis_len, x_axis_strides,
                COMBINE: tl.constexpr, SCAN_COMBINE: tl.constexpr, IDENTITY: tl.constexpr,
                ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr,
                REVERSE: tl.constexpr, EXCLUSIVE: tl.constexpr, NEGATE_X: tl.constexpr,
@@ -145,7 +145,7 @@ def _scan_tile(x_ptrs, x_offs, inner_mask, tile, axis_len, x_axis_strides,
     else:
         window = positions
         window_mask = mask
-    values = _load_state(x_ptrs, x_offs, window, x_axis_strides, window_mask, IDENTITY, ACC_DTYPE,
+    values = load_state(x_ptrs, x_offs, window, x_axis_strides, window_mask, IDENTITY, ACC_DTYPE,
                          NEGATE_X, FLAGGED, EVICTION)
     partial = scan_along(values, 0, SCAN_COMBINE, reverse=REVERSE)
     total = row_of(partial, end_row)
@@ -154,13 +154,13 @@ def _scan_tile(x_ptrs, x_offs, inner_mask, tile, axis_len, x_axis_strides,
         if INDEX_64:
             last = last.to(tl.int64)
         last_mask = (last < axis_len) & inner_mask                       # [1, BLOCK_INNER]
-        total = COMBINE(total, _load_state(x_ptrs, x_offs, last, x_axis_strides, last_mask,
+        total = COMBINE(total, load_state(x_ptrs, x_offs, last, x_axis_strides, last_mask,
                                            IDENTITY, ACC_DTYPE, NEGATE_X, FLAGGED, EVICTION))
     return partial, total, positions, mask
 
 
 @triton.jit
-def _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides, init_outer_strides,
+def first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides, init_outer_strides,
                  IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr,
                  HAS_INITIAL: tl.constexpr, NEGATE_INIT: tl.constexpr, INDEX_64: tl.constexpr,
                  BLOCK_INNER: tl.constexpr):
@@ -168,17 +168,17 @@ def _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides, i
     (HAS_INITIAL; NEGATE_INIT: per component, a negative view) or the identity (FLAGGED: an empty
     tally, flag clear)."""
     if HAS_INITIAL:
-        bases, inner_mask = _chain_bases(chain, inner_len, outer_sizes, init_outer_strides,
+        bases, inner_mask = chain_bases(chain, inner_len, outer_sizes, init_outer_strides,
                                          init_inner_strides, INDEX_64, BLOCK_INNER)
-        carry = _load_state(init_ptrs, bases, 0, init_inner_strides, inner_mask, IDENTITY,
+        carry = load_state(init_ptrs, bases, 0, init_inner_strides, inner_mask, IDENTITY,
                             ACC_DTYPE, NEGATE_INIT, FLAGGED, "")
     else:
-        carry = _empty_state(init_ptrs, IDENTITY, ACC_DTYPE, FLAGGED, 1, BLOCK_INNER)
+        carry = empty_state(init_ptrs, IDENTITY, ACC_DTYPE, FLAGGED, 1, BLOCK_INNER)
     return carry
 
 
 @triton.jit
-def _empty_state(like_ptrs, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
+def empty_state(like_ptrs, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
                  FLAGGED: tl.constexpr, ROWS: tl.constexpr, BLOCK_INNER: tl.constexpr):
     """The state of no elements, components [ROWS, BLOCK_INNER] (one per pointer of
     ``like_ptrs``): the identity, or (FLAGGED) any value with the flag clear."""
@@ -191,11 +191,11 @@ def _empty_state(like_ptrs, IDENTITY: tl.constexpr, ACC_DTYPE: tl.constexpr,
 
 
 @triton.jit
-def _store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
+def store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
                  init_outer_strides, carry, INDEX_64: tl.constexpr, BLOCK_INNER: tl.constexpr):
     """A chain's last inclusive state, components [1, BLOCK_INNER], into ``carry`` (initial's
     layout, the accumulation dtypes; a FLAGGED state's flag is not stored)."""
-    bases, inner_mask = _chain_bases(chain, inner_len, outer_sizes, init_outer_strides,
+    bases, inner_mask = chain_bases(chain, inner_len, outer_sizes, init_outer_strides,
                                      init_inner_strides, INDEX_64, BLOCK_INNER)
     for c in tl.static_range(len(carry_ptrs)):
         tl.store(carry_ptrs[c] + bases[c], carry[c].to(carry_ptrs[c].dtype.element_ty),
@@ -203,7 +203,7 @@ def _store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
 
 
 @triton.jit
-def _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, state,
+def store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, state,
                  NEGATE_OUT: tl.constexpr, STORE: tl.constexpr):
     # STORE[c] False: component c is scanned but not written (its out pointer is never used), for
     # callers that need only some components (tritonml.linear_recurrence keeps h, not the gates'
@@ -218,7 +218,7 @@ def _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, state,
 
 
 @triton.jit
-def _tile_of(step, n_tiles, REVERSE: tl.constexpr):
+def tile_of(step, n_tiles, REVERSE: tl.constexpr):
     """The tile at position ``step`` of the traversal (the last tile first in reverse)."""
     if REVERSE:
         tile = n_tiles - 1 - step
@@ -228,7 +228,7 @@ def _tile_of(step, n_tiles, REVERSE: tl.constexpr):
 
 
 @triton.jit
-def _scan_walk(x_ptrs, x_offs, out_ptrs, out_offs, inner_mask, first_step, end_step, n_tiles,
+def scan_walk(x_ptrs, x_offs, out_ptrs, out_offs, inner_mask, first_step, end_step, n_tiles,
                carry, axis_len, x_axis_strides, out_axis_strides,
                COMBINE: tl.constexpr, SCAN_COMBINE: tl.constexpr, IDENTITY: tl.constexpr,
                ACC_DTYPE: tl.constexpr, FLAGGED: tl.constexpr, REVERSE: tl.constexpr,
@@ -239,11 +239,11 @@ def _scan_walk(x_ptrs, x_offs, out_ptrs, out_offs, inner_mask, first_step, end_s
     from ``carry`` (the tally of everything before them), writing each output; returns the tally
     after them."""
     for step in range(first_step, end_step):
-        partial, total, positions, mask = _scan_tile(
-            x_ptrs, x_offs, inner_mask, _tile_of(step, n_tiles, REVERSE), axis_len,
+        partial, total, positions, mask = scan_tile(
+            x_ptrs, x_offs, inner_mask, tile_of(step, n_tiles, REVERSE), axis_len,
             x_axis_strides, COMBINE, SCAN_COMBINE, IDENTITY, ACC_DTYPE, FLAGGED, REVERSE,
             EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS, BLOCK_INNER, EVICTION)
-        _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask,
+        store_state(out_ptrs, out_offs, positions, out_axis_strides, mask,
                      COMBINE(carry, partial), NEGATE_OUT, STORE)
         carry = COMBINE(carry, total)
     return carry
@@ -281,21 +281,21 @@ def scan_tiled_kernel(
         x_ptrs, out_ptrs, init_ptrs = (x_ptrs,), (out_ptrs,), (init_ptrs,)
         carry_ptrs = (carry_ptrs,)
     chain = tl.program_id(0)
-    x_offs, inner_mask = _chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
+    x_offs, inner_mask = chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
                                       x_inner_strides, INDEX_64, BLOCK_INNER)
-    out_offs, _ = _chain_bases(chain, inner_len, outer_sizes, out_outer_strides,
+    out_offs, _ = chain_bases(chain, inner_len, outer_sizes, out_outer_strides,
                                out_inner_strides, INDEX_64, BLOCK_INNER)
     n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)
     # tally of the tiles already traversed, starting from the initial
-    carry = _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
+    carry = first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
                          init_outer_strides, IDENTITY, ACC_DTYPE, FLAGGED, HAS_INITIAL,
                          NEGATE_INIT, INDEX_64, BLOCK_INNER)
-    carry = _scan_walk(x_ptrs, x_offs, out_ptrs, out_offs, inner_mask, 0, n_tiles, n_tiles, carry,
+    carry = scan_walk(x_ptrs, x_offs, out_ptrs, out_offs, inner_mask, 0, n_tiles, n_tiles, carry,
                        axis_len, x_axis_strides, out_axis_strides, COMBINE, SCAN_COMBINE,
                        IDENTITY, ACC_DTYPE, FLAGGED, REVERSE, EXCLUSIVE, NEGATE_X, NEGATE_OUT,
                        STORE, INDEX_64, BLOCK_AXIS, BLOCK_INNER, "")
     if STORE_CARRY:
-        _store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
+        store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
                      init_outer_strides, carry, INDEX_64, BLOCK_INNER)
 
 
@@ -341,12 +341,12 @@ def scan_lookback_kernel(
     n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)
     chain = ticket // n_tiles
     step = ticket % n_tiles  # position in traversal order; slot = ticket
-    tile = _tile_of(step, n_tiles, REVERSE)
-    x_offs, inner_mask = _chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
+    tile = tile_of(step, n_tiles, REVERSE)
+    x_offs, inner_mask = chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
                                       x_inner_strides, INDEX_64, BLOCK_INNER)
-    out_offs, _ = _chain_bases(chain, inner_len, outer_sizes, out_outer_strides,
+    out_offs, _ = chain_bases(chain, inner_len, outer_sizes, out_outer_strides,
                                out_inner_strides, INDEX_64, BLOCK_INNER)
-    partial, total, positions, mask = _scan_tile(
+    partial, total, positions, mask = scan_tile(
         x_ptrs, x_offs, inner_mask, tile, axis_len, x_axis_strides, COMBINE, SCAN_COMBINE,
         IDENTITY, ACC_DTYPE, FLAGGED, REVERSE, EXCLUSIVE, NEGATE_X, INDEX_64, BLOCK_AXIS,
         BLOCK_INNER, "")
@@ -354,7 +354,7 @@ def scan_lookback_kernel(
     if step == 0:
         # The first tile in traversal order starts from the initial, so every published prefix
         # (and every tally folded from one) includes it.
-        carry = _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
+        carry = first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
                              init_outer_strides, IDENTITY, ACC_DTYPE, FLAGGED, HAS_INITIAL,
                              NEGATE_INIT, INDEX_64, BLOCK_INNER)
         publish(prefix_ptrs, status_ptr, ticket, COMBINE(carry, total),
@@ -376,9 +376,9 @@ def scan_lookback_kernel(
         if step % PREFIX_EVERY == 0:
             publish(prefix_ptrs, status_ptr, ticket, COMBINE(carry, total),
                     epoch_base + STATE_PREFIX, BLOCK_INNER)
-    _store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, COMBINE(carry, partial),
+    store_state(out_ptrs, out_offs, positions, out_axis_strides, mask, COMBINE(carry, partial),
                  NEGATE_OUT, STORE)
     if STORE_CARRY:
         if step == n_tiles - 1:
-            _store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
+            store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
                          init_outer_strides, COMBINE(carry, total), INDEX_64, BLOCK_INNER)

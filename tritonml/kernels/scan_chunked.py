@@ -16,10 +16,10 @@ import triton
 import triton.language as tl
 
 from .combine import row_of, scan_along
-from .lookback import (STATE_AGGREGATE, STATE_PREFIX, STATUS_BASE, draw_ticket, publish,
+from .lookback import (STATE_AGGREGATE, STATE_PREFIX, STATUS_BASE, draw_chunk, publish,
                        wait_published)
-from .scan import (_chain_bases, _empty_state, _first_carry, _load_state, _scan_tile, _scan_walk,
-                   _store_carry, _tile_of)
+from .scan import (chain_bases, empty_state, first_carry, load_state, scan_tile, scan_walk,
+                   store_carry, tile_of)
 
 
 @triton.jit
@@ -36,20 +36,20 @@ def _fold_chunk(x_ptrs, x_offs, inner_mask, first_step, end_step, n_tiles, axis_
     into one [BLOCK_AXIS, BLOCK_INNER] state, and only that is scanned: one cheap combine per
     element instead of a scan per tile. Any other combine folds the tiles' totals in order."""
     if COMMUTATIVE:
-        acc = _empty_state(x_ptrs, IDENTITY, ACC_DTYPE, FLAGGED, BLOCK_AXIS, BLOCK_INNER)
+        acc = empty_state(x_ptrs, IDENTITY, ACC_DTYPE, FLAGGED, BLOCK_AXIS, BLOCK_INNER)
         for step in range(first_step, end_step):
-            positions = _tile_of(step, n_tiles, REVERSE) * BLOCK_AXIS + tl.arange(0, BLOCK_AXIS)[:, None]
+            positions = tile_of(step, n_tiles, REVERSE) * BLOCK_AXIS + tl.arange(0, BLOCK_AXIS)[:, None]
             if INDEX_64:
                 positions = positions.to(tl.int64)
             mask = (positions < axis_len) & inner_mask
-            acc = COMBINE(acc, _load_state(x_ptrs, x_offs, positions, x_axis_strides, mask,
+            acc = COMBINE(acc, load_state(x_ptrs, x_offs, positions, x_axis_strides, mask,
                                            IDENTITY, ACC_DTYPE, NEGATE_X, FLAGGED, "evict_last"))
         aggregate = row_of(scan_along(acc, 0, SCAN_COMBINE), BLOCK_AXIS - 1)
     else:
-        aggregate = _empty_state(x_ptrs, IDENTITY, ACC_DTYPE, FLAGGED, 1, BLOCK_INNER)
+        aggregate = empty_state(x_ptrs, IDENTITY, ACC_DTYPE, FLAGGED, 1, BLOCK_INNER)
         for step in range(first_step, end_step):
-            _, total, _, _ = _scan_tile(
-                x_ptrs, x_offs, inner_mask, _tile_of(step, n_tiles, REVERSE), axis_len, x_axis_strides, COMBINE,
+            _, total, _, _ = scan_tile(
+                x_ptrs, x_offs, inner_mask, tile_of(step, n_tiles, REVERSE), axis_len, x_axis_strides, COMBINE,
                 SCAN_COMBINE, IDENTITY, ACC_DTYPE, FLAGGED, REVERSE, False, NEGATE_X, INDEX_64,
                 BLOCK_AXIS, BLOCK_INNER, "evict_last")
             aggregate = COMBINE(aggregate, total)
@@ -129,33 +129,29 @@ def scan_chunked_kernel(
     The tally entering chunk j is therefore fixed by the shape and the config, not by timing:
     (initial, then the groups' prefixes in order, each the in-group scan of its chunks'
     aggregates). Results are bit-identical run to run and whatever order programs run in, and
-    tickets (``draw_ticket``) order the chunks so a program only waits for programs that have
+    tickets (``draw_chunk``) order the chunks so a program only waits for programs that have
     already started.
     """
     if not PTR_TUPLES:  # one component passed as plain pointers (see _PTR_TUPLES_WHY)
         x_ptrs, out_ptrs, init_ptrs = (x_ptrs,), (out_ptrs,), (init_ptrs,)
         carry_ptrs, published_ptrs = (carry_ptrs,), (published_ptrs,)
-    ticket, epoch_base = draw_ticket(status_ptr, INDEX_64)
     n_tiles = tl.cdiv(axis_len, BLOCK_AXIS)
-    n_chunks = tl.cdiv(n_tiles, chunk_tiles)
-    chain = ticket // n_chunks
-    chunk = ticket % n_chunks   # position in traversal order
-    first_step = chunk * chunk_tiles
-    end_step = tl.minimum(first_step + chunk_tiles, n_tiles)
-    x_offs, inner_mask = _chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
+    ticket, epoch_base, chain, chunk, n_chunks, first_step, end_step = draw_chunk(
+        status_ptr, n_tiles, chunk_tiles, INDEX_64)
+    x_offs, inner_mask = chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
                                       x_inner_strides, INDEX_64, BLOCK_INNER)
-    out_offs, _ = _chain_bases(chain, inner_len, outer_sizes, out_outer_strides,
+    out_offs, _ = chain_bases(chain, inner_len, outer_sizes, out_outer_strides,
                                out_inner_strides, INDEX_64, BLOCK_INNER)
     chain_first_slot = ticket - chunk
     in_group = chunk % WINDOW   # the last of its group publishes a prefix, the others aggregates
     # Only the first group starts from the initial; later ones from the previous group's prefix,
     # which includes it.
     if chunk < WINDOW:
-        tally = _first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
+        tally = first_carry(init_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
                              init_outer_strides, IDENTITY, ACC_DTYPE, FLAGGED, HAS_INITIAL,
                              NEGATE_INIT, INDEX_64, BLOCK_INNER)
     else:
-        tally = _empty_state(init_ptrs, IDENTITY, ACC_DTYPE, FLAGGED, 1, BLOCK_INNER)
+        tally = empty_state(init_ptrs, IDENTITY, ACC_DTYPE, FLAGGED, 1, BLOCK_INNER)
     if n_chunks > 1:
         aggregate = _fold_chunk(x_ptrs, x_offs, inner_mask, first_step, end_step, n_tiles,
                                 axis_len, x_axis_strides, COMBINE, SCAN_COMBINE, IDENTITY,
@@ -174,11 +170,11 @@ def scan_chunked_kernel(
             publish(published_ptrs, status_ptr, ticket, COMBINE(tally, aggregate),
                     epoch_base + STATE_PREFIX, BLOCK_INNER)
     # the second read of the chunk: the last use of its lines
-    carry = _scan_walk(x_ptrs, x_offs, out_ptrs, out_offs, inner_mask, first_step, end_step,
+    carry = scan_walk(x_ptrs, x_offs, out_ptrs, out_offs, inner_mask, first_step, end_step,
                        n_tiles, tally, axis_len, x_axis_strides, out_axis_strides, COMBINE,
                        SCAN_COMBINE, IDENTITY, ACC_DTYPE, FLAGGED, REVERSE, EXCLUSIVE, NEGATE_X,
                        NEGATE_OUT, STORE, INDEX_64, BLOCK_AXIS, BLOCK_INNER, "evict_first")
     if STORE_CARRY:
         if chunk == n_chunks - 1:
-            _store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
+            store_carry(carry_ptrs, chain, inner_len, outer_sizes, init_inner_strides,
                          init_outer_strides, carry, INDEX_64, BLOCK_INNER)

@@ -48,8 +48,8 @@ import triton
 import triton.language as tl
 
 from .combine import cast_state, scan_along
-from .lookback import STATE_AGGREGATE, STATUS_BASE, draw_ticket, publish, wait_counting
-from .scan import _chain_bases, _tile_of
+from .lookback import STATE_AGGREGATE, STATUS_BASE, draw_chunk, publish, wait_counting
+from .scan import chain_bases, tile_of
 from .segment_bounds import BOUNDARY_SLACK, gallop_up, inside_one_segment, segment_near
 from .segment_tile import fold_tile, or_scalar, pick_row, running_or, segment_tile, store_scan
 
@@ -62,12 +62,12 @@ def _fold_span(x, inner_mask, first_step, end_step, n_tiles, load_from, axis_len
     """The fold of the traversal's positions from ``load_from`` (in tile ``first_step``) to the
     end of tile ``end_step - 1``, which all lie in one segment: a chunk's tail, read without its
     boundaries."""
-    total = fold_tile(x, inner_mask, _tile_of(first_step, n_tiles, REVERSE), load_from, axis_len,
+    total = fold_tile(x, inner_mask, tile_of(first_step, n_tiles, REVERSE), load_from, axis_len,
                       PREPARE=PREPARE, SEG_SCAN=SEG_SCAN, LOAD_DTYPE=LOAD_DTYPE,
                       STATE_DTYPE=STATE_DTYPE, REVERSE=REVERSE, INDEX_64=INDEX_64,
                       BLOCK_AXIS=BLOCK_AXIS, BLOCK_INNER=BLOCK_INNER)
     for step in range(first_step + 1, end_step):
-        total = MERGE(total, fold_tile(x, inner_mask, _tile_of(step, n_tiles, REVERSE), load_from,
+        total = MERGE(total, fold_tile(x, inner_mask, tile_of(step, n_tiles, REVERSE), load_from,
                                        axis_len, PREPARE=PREPARE, SEG_SCAN=SEG_SCAN,
                                        LOAD_DTYPE=LOAD_DTYPE, STATE_DTYPE=STATE_DTYPE,
                                        REVERSE=REVERSE, INDEX_64=INDEX_64,
@@ -206,7 +206,7 @@ def _chunk_walk(x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, 
     width = (density * BLOCK_AXIS).to(tl.int32) + BOUNDARY_SLACK
     for step in range(first_step, end_step):
         running, last, segments, heads, ends, lengths, positions, valid, next_known = \
-            segment_tile(x, out, inner_mask, offsets_ptr, _tile_of(step, n_tiles, REVERSE),
+            segment_tile(x, out, inner_mask, offsets_ptr, tile_of(step, n_tiles, REVERSE),
                          known, width, carry=carry, carry_empty=carry_empty,
                          load_from=load_from, axis_len=axis_len, n_segments=n_segments,
                          initial_value=initial_value, PREPARE=PREPARE, MERGE=MERGE,
@@ -258,7 +258,7 @@ def _chunk_tail(x, inner_mask, offsets_ptr, first_position, end_step, n_tiles, a
                 INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BLOCK_INNER: tl.constexpr):
     """A scan's chunk's tail, the fold of its last segment only, read from where it starts in
     the chunk (the whole chunk only when one segment spans it)."""
-    last_tile = _tile_of(end_step - 1, n_tiles, REVERSE)
+    last_tile = tile_of(end_step - 1, n_tiles, REVERSE)
     if INDEX_64:
         last_tile = last_tile.to(tl.int64)
     if REVERSE:
@@ -272,7 +272,7 @@ def _chunk_tail(x, inner_mask, offsets_ptr, first_position, end_step, n_tiles, a
     else:
         tail_from = tl.maximum(tl.load(offsets_ptr + last_segment)
                                .to(first_position.dtype), first_position)
-    tail_step = _tile_of(tail_from // BLOCK_AXIS, n_tiles, REVERSE)
+    tail_step = tile_of(tail_from // BLOCK_AXIS, n_tiles, REVERSE)
     return _fold_span(x, inner_mask, tail_step, end_step, n_tiles, tail_from, axis_len,
                       PREPARE=PREPARE, MERGE=MERGE, SEG_SCAN=SEG_SCAN, LOAD_DTYPE=LOAD_DTYPE,
                       STATE_DTYPE=STATE_DTYPE, REVERSE=REVERSE, INDEX_64=INDEX_64,
@@ -306,22 +306,18 @@ def segment_kernel(
     config, not by timing: run to run bit-identical."""
     if not PTR_TUPLES:  # one input and one output passed as plain pointers (see scan.py)
         x_ptrs, out_ptrs, published_ptrs = (x_ptrs,), (out_ptrs,), (published_ptrs,)
-    ticket, epoch_base = draw_ticket(status_ptr, INDEX_64)
     n_tiles = tl.maximum(tl.cdiv(axis_len, BLOCK_AXIS), 1)
-    n_chunks = tl.cdiv(n_tiles, chunk_tiles)
-    chain = ticket // n_chunks
-    chunk = ticket % n_chunks
+    ticket, epoch_base, chain, chunk, n_chunks, first_step, end_step = draw_chunk(
+        status_ptr, n_tiles, chunk_tiles, INDEX_64)
     chain_first_slot = ticket - chunk
-    first_step = chunk * chunk_tiles
-    end_step = tl.minimum(first_step + chunk_tiles, n_tiles)
-    x_offs, inner_mask = _chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
+    x_offs, inner_mask = chain_bases(chain, inner_len, outer_sizes, x_outer_strides,
                                       x_inner_strides, INDEX_64, BLOCK_INNER)
-    out_offs, _ = _chain_bases(chain, inner_len, outer_sizes, out_outer_strides,
+    out_offs, _ = chain_bases(chain, inner_len, outer_sizes, out_outer_strides,
                                out_inner_strides, INDEX_64, BLOCK_INNER)
     x = (x_ptrs, x_offs, x_axis_strides)
     out = (out_ptrs, out_offs, out_axis_strides)
     # the chunk's first element in traversal order and where it meets the segments
-    first_tile = _tile_of(first_step, n_tiles, REVERSE)
+    first_tile = tile_of(first_step, n_tiles, REVERSE)
     if INDEX_64:
         first_tile = first_tile.to(tl.int64)
     if REVERSE:
@@ -342,7 +338,7 @@ def segment_kernel(
         known = gallop_up(offsets_ptr, first_position + 1, first_segment, n_segments + 1)
     else:
         known = first_segment
-    before = _tile_of(head // BLOCK_AXIS, n_tiles, REVERSE) // chunk_tiles
+    before = tile_of(head // BLOCK_AXIS, n_tiles, REVERSE) // chunk_tiles
     empty_carry = ()
     for c in tl.static_range(len(STATE_DTYPE)):
         empty_carry = empty_carry + (tl.full([1, BLOCK_INNER], 0, STATE_DTYPE[c]),)
@@ -351,7 +347,7 @@ def segment_kernel(
     inside = inside_one_segment(offsets_ptr, first_segment, first_position, end_step, n_tiles,
                                 n_segments, SCAN=SCAN, REVERSE=REVERSE, BLOCK_AXIS=BLOCK_AXIS)
     if REVERSE:   # the chunk's tiles in memory order
-        fold_first = _tile_of(end_step - 1, n_tiles, REVERSE)
+        fold_first = tile_of(end_step - 1, n_tiles, REVERSE)
         fold_end = first_tile + 1
     else:
         fold_first = first_tile
@@ -397,19 +393,6 @@ def segment_kernel(
                         EXCLUSIVE=EXCLUSIVE, REVERSE=REVERSE, HAS_INITIAL=HAS_INITIAL,
                         EMPTY_INDEX=EMPTY_INDEX, INDEX_64=INDEX_64, BLOCK_AXIS=BLOCK_AXIS,
                         BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER)
-        else:
-            tail = _chunk_walk(
-                x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, known,
-                carry=empty_carry, carry_empty=nothing_yet, load_from=first_position,
-                axis_len=axis_len, n_segments=n_segments, initial_value=initial_value,
-                PREPARE=PREPARE, MERGE=MERGE, SEG_COMBINE=SEG_COMBINE, SEG_SCAN=SEG_SCAN,
-                FINISH=FINISH, LOAD_DTYPE=LOAD_DTYPE, IDENTITY=IDENTITY, STATE_DTYPE=STATE_DTYPE,
-                SCAN=SCAN, EXCLUSIVE=EXCLUSIVE, REVERSE=REVERSE, HAS_INITIAL=HAS_INITIAL,
-                EMPTY_INDEX=EMPTY_INDEX, INDEX_64=INDEX_64, BLOCK_AXIS=BLOCK_AXIS,
-                BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER)[0]
-            if chunk != n_chunks - 1:
-                publish(published_ptrs, status_ptr, ticket, tail, epoch_base + STATE_AGGREGATE,
-                        BLOCK_INNER)
     elif inside:
         # Nothing to find or write: fold in larger tiles, publish, and leave the segment's
         # result to the chunk where it ends.
@@ -419,7 +402,11 @@ def segment_kernel(
                              STATE_DTYPE=STATE_DTYPE, INDEX_64=INDEX_64, BLOCK_AXIS=BLOCK_AXIS,
                              FOLD_TILES=FOLD_TILES, BLOCK_INNER=BLOCK_INNER),
                 epoch_base + STATE_AGGREGATE, BLOCK_INNER)
-    else:
+    # The rest walk their chunk from nothing: a scan's chunk whose first segment starts in it, a
+    # reduction's chunk that holds a boundary. One walk serves both (its code is the kernel's
+    # largest part).
+    walks_from_nothing = ~opened_before if SCAN else ~inside
+    if walks_from_nothing:
         tail, open_state, open_count, open_found = _chunk_walk(
             x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, known,
             carry=empty_carry, carry_empty=nothing_yet, load_from=first_position,
@@ -432,15 +419,19 @@ def segment_kernel(
         if chunk != n_chunks - 1:
             publish(published_ptrs, status_ptr, ticket, tail, epoch_base + STATE_AGGREGATE,
                     BLOCK_INNER)
-        if opened_before & open_found:
-            carry = _fold_tails(published_ptrs, status_ptr, chain_first_slot, before, chunk,
-                                epoch_base, MERGE=MERGE, SEG_SCAN=SEG_SCAN,
-                                STATE_DTYPE=STATE_DTYPE, WINDOW=WINDOW, BLOCK_INNER=BLOCK_INNER)
-            results = MERGE(carry, open_state)
-            if HAS_INITIAL:
-                results = MERGE(((tl.zeros([1, BLOCK_INNER], STATE_DTYPE[0])
-                                  + initial_value).to(STATE_DTYPE[0]),), results)
-            outputs = FINISH(results, open_count)
-            for o in tl.static_range(len(out_ptrs)):
-                tl.store(out_ptrs[o] + out_offs[o] + first_segment * out_axis_strides[o],
-                         outputs[o].to(out_ptrs[o].dtype.element_ty), mask=inner_mask)
+        # a reduction's segment that started in an earlier chunk and ends in this one: its
+        # result is the earlier chunks' published tails and this walk's first part
+        if not SCAN:
+            if opened_before & open_found:
+                carry = _fold_tails(published_ptrs, status_ptr, chain_first_slot, before, chunk,
+                                    epoch_base, MERGE=MERGE, SEG_SCAN=SEG_SCAN,
+                                    STATE_DTYPE=STATE_DTYPE, WINDOW=WINDOW,
+                                    BLOCK_INNER=BLOCK_INNER)
+                results = MERGE(carry, open_state)
+                if HAS_INITIAL:
+                    results = MERGE(((tl.zeros([1, BLOCK_INNER], STATE_DTYPE[0])
+                                      + initial_value).to(STATE_DTYPE[0]),), results)
+                outputs = FINISH(results, open_count)
+                for o in tl.static_range(len(out_ptrs)):
+                    tl.store(out_ptrs[o] + out_offs[o] + first_segment * out_axis_strides[o],
+                             outputs[o].to(out_ptrs[o].dtype.element_ty), mask=inner_mask)

@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 from .combine import scan_along
-from .scan import _tile_of
+from .scan import tile_of
 
 # Boundaries a tile reads beyond the count of the tile before (a walk's first tile reads this
 # many): one round trip where lengths vary little, a few re-read bytes where they vary.
@@ -280,7 +280,7 @@ def inside_one_segment(offsets_ptr, first_segment, first_position, end_step, n_t
     also owns no boundary (so no result to write, no empty segment), the segment going on past
     its last tile's end."""
     if REVERSE:   # (scans only)
-        lowest = _tile_of(end_step - 1, n_tiles, REVERSE).to(first_position.dtype) * BLOCK_AXIS
+        lowest = tile_of(end_step - 1, n_tiles, REVERSE).to(first_position.dtype) * BLOCK_AXIS
         start = tl.load(offsets_ptr + first_segment).to(first_position.dtype)
         inside = start <= lowest
     else:
