@@ -238,14 +238,15 @@ def _cumulative_shard(op, total_function, local_scan, x, axis, group, position, 
                          local, _SCAN_COMPARE, timeout)
     present = [True] * exchanged.shard.size  # an empty shard's total is the identity: harmless
     carry = _carry_in(exchanged, present, reverse,
-                      lambda s: (_scan_along_ranks(total_function, s[0]),), (initial,))
+                      lambda s: (_scan_along_ranks(local_scan, s[0]),), (initial,))
     return local_scan(x, exchanged.value, reverse=reverse, exclusive=exclusive,
                       initial=None if carry is None else carry[0], out=out)
 
 
-def _scan_along_ranks(total_function: str, stacked: torch.Tensor) -> torch.Tensor:
-    scan = _cumulative_sum if total_function == "SUM" else _cumulative_product
-    return cast(torch.Tensor, scan(stacked, 0))  # without return_carry: one tensor
+def _scan_along_ranks(local_scan: Callable[..., Any], stacked: torch.Tensor) -> torch.Tensor:
+    """The inclusive scan of the ranks' totals, stacked along dim 0, by the scan the shards run
+    (whose record's ``fold`` made the totals)."""
+    return cast(torch.Tensor, local_scan(stacked, 0))  # without return_carry: one tensor
 
 
 # ---------------------------------------------------------------------------------------------
