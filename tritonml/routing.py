@@ -95,8 +95,9 @@ class Route:
 # Served: float data, one 1-D ``lengths`` or ``offsets`` tensor (then torch's axis is 0), any
 # ``initial``, ``unsafe`` either way (ours checks the boundaries in eager code regardless).
 # Falls through: ``indices=``, N-D lengths/offsets (torch's batched form), integer data (torch
-# has no kernel), and MAX/MIN while autograd records (torch's backward splits a positive gradient
-# evenly among tied maxima but gives a negative one to each of them in full; ours splits both).
+# has no kernel), and a function whose result selects elements (the record's ``selects``: MAX,
+# MIN) while autograd records (torch's backward splits a positive gradient evenly among tied
+# maxima but gives a negative one to each of them in full; ours splits both).
 
 _SEGMENT_ARGS = signature_of(lambda data, reduce, *, lengths=None, indices=None, offsets=None,
                              axis=0, unsafe=False, initial=None: None)
@@ -123,7 +124,7 @@ def _route_segment_reduce(args, kwargs):
             or _forward_ad_active()):
         return _FALL_THROUGH
     records = torch.is_grad_enabled() and x.requires_grad
-    if records and function in ("MAX", "MIN"):
+    if records and record_of(function).selects:   # torch's gradient at ties differs
         return _FALL_THROUGH
     initial = arguments.get("initial")
     try:

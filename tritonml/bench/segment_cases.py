@@ -27,20 +27,20 @@ padded tensor; ties among the maxima are frequent, and ARGMAX's rule is the firs
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Callable, cast
 
 import torch
 
 from ..core import torch_compat as _torch_compat
 
 LENGTH_KINDS = ("short", "long", "power")
-SEGMENT_FUNCTIONS = ("SUM", "AVERAGE", "MAX", "ARGMAX")
 SEGMENT_SCAN = "segment_scan"
 LONG_SEGMENTS = 4           # "long": a few segments, unequal (weights in [0.5, 1.5))
 POWER_EXPONENT = 1.5        # "power": P(length >= l) ~ l ** -(POWER_EXPONENT - 1)
 QUANTUM = 4096              # values are k / QUANTUM, k in [0, QUANTUM)
 # torch.segment_reduce's name for each function it has
 TORCH_SEGMENT_REDUCE = {"SUM": "sum", "AVERAGE": "mean", "MAX": "max"}
-IDENTITY = {"SUM": 0.0, "AVERAGE": 0.0, "MAX": -math.inf, "ARGMAX": -math.inf, SEGMENT_SCAN: 0.0}
 
 
 def segment_lengths(kind: str, total: int, seed: int = 0) -> torch.Tensor:
@@ -91,26 +91,45 @@ def _nbytes(t: torch.Tensor) -> int:
 # ---------------------------------------------------------------------------------------------
 # Float64 references (no padding, no tritonml)
 # ---------------------------------------------------------------------------------------------
+# Each benchmarked function's exact formula, ``formula(x64, ids, lengths)`` over the segments
+# (``ids`` each element's segment): the oracle the rows are checked against, written per
+# function rather than read from the records it checks.
+def _sums(x64, ids, lengths):
+    return torch.zeros(lengths.numel(), dtype=torch.float64, device=x64.device).index_add_(
+        0, ids, x64)
+
+
+def _means(x64, ids, lengths):
+    return _sums(x64, ids, lengths) / lengths
+
+
+def _maxima(x64, ids, lengths):
+    return torch.full((lengths.numel(),), -math.inf, dtype=torch.float64,
+                      device=x64.device).scatter_reduce_(0, ids, x64, "amax")
+
+
+def _first_argmaxima(x64, ids, lengths):
+    positions = torch.arange(x64.numel(), device=x64.device)
+    hits = torch.where(x64 == _maxima(x64, ids, lengths).index_select(0, ids), positions,
+                       x64.numel())
+    return torch.full((lengths.numel(),), x64.numel(), device=x64.device).scatter_reduce_(
+        0, ids, hits, "amin")
+
+
+_FORMULAS = {"SUM": _sums, "AVERAGE": _means, "MAX": _maxima, "ARGMAX": _first_argmaxima}
+SEGMENT_FUNCTIONS = tuple(_FORMULAS)   # the functions the segment entries run
+
+
 def reference(op: str, x: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
     """The exact result of ``op`` over the segments of ``x`` (1-D): float64, int64 for ARGMAX."""
     x64 = x.to(torch.float64)
     lengths = offsets[1:] - offsets[:-1]
-    n = lengths.numel()
-    ids = torch.repeat_interleave(torch.arange(n, device=x.device), lengths)
+    ids = torch.repeat_interleave(torch.arange(lengths.numel(), device=x.device), lengths)
     if op == SEGMENT_SCAN:
         running = torch.cumsum(x64, 0)
         before = running - x64          # the sum before each element
         return running - before.index_select(0, offsets[:-1]).index_select(0, ids)
-    if op in ("SUM", "AVERAGE"):
-        sums = torch.zeros(n, dtype=torch.float64, device=x.device).index_add_(0, ids, x64)
-        return sums if op == "SUM" else sums / lengths
-    maxima = torch.full((n,), -math.inf, dtype=torch.float64, device=x.device).scatter_reduce_(
-        0, ids, x64, "amax")
-    if op == "MAX":
-        return maxima
-    positions = torch.arange(x.numel(), device=x.device)
-    hits = torch.where(x64 == maxima.index_select(0, ids), positions, x.numel())
-    return torch.full((n,), x.numel(), device=x.device).scatter_reduce_(0, ids, hits, "amin")
+    return _FORMULAS[op](x64, ids, lengths)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,42 +142,65 @@ def jagged(x: torch.Tensor, offsets: torch.Tensor, longest: int) -> torch.Tensor
         return torch.nested.nested_tensor_from_jagged(x, offsets, max_seqlen=longest)
 
 
-def padded_run(op: str, dense, inputs: tuple) -> torch.Tensor:
-    """``op`` over the segments through a padded tensor: torch's jagged-to-padded copy with the
-    identity of ``op`` (n, longest), ``dense(padded)`` the dense reduction or scan of its last
-    axis, then the finishing op. ``inputs``: (the jagged view, lengths as x's dtype, each
-    segment's start, the (n, longest) mask of real elements)."""
-    nested, lengths, starts, mask = inputs
-    result = dense(nested.to_padded_tensor(IDENTITY[op]))
-    if op == "AVERAGE":
-        return result / lengths
-    if op == "ARGMAX":
-        return result + starts
+@dataclass(frozen=True)
+class Padding:
+    """How one op runs over the segments through a padded tensor, read from its record (the sum
+    scan's for ``SEGMENT_SCAN``): pad with ``fill``, the identity, so the padding changes no
+    result; run ``dense_function`` (a reduce function's name, or ``SEGMENT_SCAN``) along the
+    rows; then ``finish(result, lengths, starts, mask)``."""
+    fill: float
+    dense_function: str
+    finish: Callable[..., torch.Tensor]
+
+
+def padding(op: str, dtype: torch.dtype) -> Padding:
+    """``op``'s ``Padding`` for x of ``dtype``. A mean (``averages``) sums the rows and divides by
+    the real lengths (a dense mean would count the padding); an index (``returns_index``) moves
+    from its row to x, each segment's start added; a scan keeps its real elements (the mask);
+    anything else is the rows' result as it is."""
+    from ..records.builtin_reductions import record_of
+    from ..records.builtin_scans import SUM
+
     if op == SEGMENT_SCAN:
-        return result[mask]
-    return result
+        return Padding(cast(float, SUM.identity), op,
+                       lambda result, lengths, starts, mask: result[mask])
+    record = record_of(op)
+    fill = float(record.identity_for((dtype,))[0])   # an index's state: the value comes first
+    if record.averages:
+        return Padding(fill, "SUM", lambda result, lengths, starts, mask: result / lengths)
+    if record.returns_index:
+        return Padding(fill, op, lambda result, lengths, starts, mask: result + starts)
+    return Padding(fill, op, lambda result, lengths, starts, mask: result)
 
 
-def torch_dense(op: str):
-    """torch's dense form of ``op`` along the last axis of the padded tensor."""
-    return {"SUM": lambda p: p.sum(1), "AVERAGE": lambda p: p.sum(1),
-            "MAX": lambda p: p.amax(1), "ARGMAX": lambda p: p.argmax(1),
-            SEGMENT_SCAN: lambda p: p.cumsum(1)}[op]
+def padded_run(padded: Padding, dense, inputs: tuple) -> torch.Tensor:
+    """The segments through a padded tensor: torch's jagged-to-padded copy with ``padded.fill``
+    (n, longest), ``dense(padded)`` the dense reduction or scan of its last axis, then
+    ``padded.finish``. ``inputs``: (the jagged view, lengths as x's dtype, each segment's start,
+    the (n, longest) mask of real elements)."""
+    nested, lengths, starts, mask = inputs
+    return padded.finish(dense(nested.to_padded_tensor(padded.fill)), lengths, starts, mask)
 
 
-def tritonml_dense(op: str, public: bool):
-    """tritonml's dense form of ``op`` along the last axis: the public function (``public``) or
-    the launcher under it (what bytes are counted on, as the other entries)."""
+# torch's dense form of each ``Padding.dense_function`` along the last axis of the padded tensor
+# (torch's own ops, as TORCH_SEGMENT_REDUCE names them)
+TORCH_DENSE = {"SUM": lambda p: p.sum(1), "MAX": lambda p: p.amax(1),
+               "ARGMAX": lambda p: p.argmax(1), SEGMENT_SCAN: lambda p: p.cumsum(1)}
+
+
+def tritonml_dense(function: str, public: bool):
+    """tritonml's dense form of ``function`` (a ``Padding.dense_function``) along the last axis:
+    the public function (``public``) or the launcher under it (what bytes are counted on, as the
+    other entries)."""
     from ..launchers.reduce import reduce_axes
     from ..launchers.scan import SUM, cumulative_scan
     from ..records.builtin_reductions import record_of
     from ..torch_ops.reduce import reduce
     from ..torch_ops.scan import cumulative_sum
 
-    if op == SEGMENT_SCAN:
+    if function == SEGMENT_SCAN:
         return ((lambda p: cumulative_sum(p, 1)) if public
                 else (lambda p: cumulative_scan(p, 1, SUM)))
-    function = "SUM" if op == "AVERAGE" else op
     if public:
         return lambda p: reduce(p, function, (1,), keepdims=False)
     record = record_of(function)
@@ -191,8 +233,9 @@ def prepare_segment(entry, op: str, dtype: torch.dtype, shape: tuple, device):
     x = segment_values(total, dtype).to(device)
     n, longest = lengths.numel(), int(lengths.max())
     scan = op == SEGMENT_SCAN
-    out_dtype = torch.int64 if op == "ARGMAX" else dtype
-    out = torch.empty(total if scan else n, dtype=out_dtype, device=device)
+    returns_index = not scan and record_of(op).returns_index   # int64, compared exactly
+    out = torch.empty(total if scan else n, dtype=torch.int64 if returns_index else dtype,
+                      device=device)
     ideal = _nbytes(x) + _nbytes(offsets) + _nbytes(out)
     mask = (torch.arange(longest, device=device) < lengths.unsqueeze(1)) if scan else None
     padded_inputs = (jagged(x, offsets, longest), lengths.to(dtype), offsets[:-1], mask)
@@ -201,14 +244,18 @@ def prepare_segment(entry, op: str, dtype: torch.dtype, shape: tuple, device):
     def expected():
         return reference(op, x, offsets)
 
+    padded = padding(op, dtype)
+    torch_rows = TORCH_DENSE[padded.dense_function]
+
     def torch_padded(*inputs):
-        return padded_run(op, torch_dense(op), inputs)
+        return padded_run(padded, torch_rows, inputs)
 
     if entry.group == "padded":
-        ours, counted = tritonml_dense(op, True), tritonml_dense(op, False)
-        return Prepared(lambda: padded_run(op, ours, padded_inputs), torch_padded, padded_inputs,
-                        expected, None, regions, ideal, op == "ARGMAX",
-                        lambda: padded_run(op, counted, padded_inputs))
+        ours = tritonml_dense(padded.dense_function, True)
+        counted = tritonml_dense(padded.dense_function, False)
+        return Prepared(lambda: padded_run(padded, ours, padded_inputs), torch_padded,
+                        padded_inputs, expected, None, regions, ideal, returns_index,
+                        lambda: padded_run(padded, counted, padded_inputs))
     if scan:
         regions["output"] = out
         return Prepared(lambda: segment_scan(x, "sum", offsets=offsets), torch_padded,
@@ -219,5 +266,5 @@ def prepare_segment(entry, op: str, dtype: torch.dtype, shape: tuple, device):
     torch_fn = ((lambda v, o: torch.segment_reduce(v, name, offsets=o)) if name
                 else _no_torch_segment_reduce(op))
     return Prepared(lambda: segment_reduce(x, op, offsets=offsets), torch_fn, (x, offsets),
-                    expected, None, regions, ideal, op == "ARGMAX",
+                    expected, None, regions, ideal, returns_index,
                     lambda: segment_reduce_axis(x, record, offsets, 0)[0])

@@ -9,7 +9,6 @@ from typing import cast
 import torch
 
 from ..core.dtypes import is_float
-from ..records.reduce_function import ReduceFunction
 from ..core.shapes import reduced_shape
 from ..records.builtin_reductions import Fold, record_of
 from ..torch_ops.reduce import reduce as _reduce
@@ -55,22 +54,21 @@ def _local_states(x, fn, red, sax) -> tuple:
 def _fold(op, fn, states, lengths, other, red, sax, shard_shape, index_dtype):
     """The ranks' partial states, in shard order, folded into the result (rank kept)."""
     counts = [n * other for n in lengths]
-    fold = cast(Fold, record_of(fn).fold)  # every ReduceRecord has one
+    record = record_of(fn)
+    fold = cast(Fold, record.fold)  # every ReduceRecord has one
     if fold.how == "argument":
         return _fold_argument(op, fn, states, lengths, other, red, sax, shard_shape, index_dtype)
     if fold.how == "mean":
         means = [s[0] for s, n in zip(states, counts) if n]  # an empty shard's mean is 0/0
         total = sum(counts)
-        if not means:
-            empty = states[0][0]
-            value = float("nan") if fn.function == ReduceFunction.AVERAGE else float("-inf")
-            return torch.full_like(empty, value)
-        weights = [n / total if fn.function == ReduceFunction.AVERAGE else float(n)
-                   for n in counts if n]
+        if not means:   # no element on any rank: the result over nothing ("mean" sets it)
+            return torch.full_like(states[0][0], cast(float, fold.empty))
+        # sum(n * mean) is the global sum; a mean (``averages``) weights each by its share n / N
+        weights = [n / total if record.averages else float(n) for n in counts if n]
         weighted = torch.stack([m.to(torch.float64) * w for m, w in zip(means, weights)])
         folded = _reduce(weighted, "SUM", 0, keepdims=False)
-        if fn.function == ReduceFunction.LOG_SUM:
-            folded = torch.log(folded)
+        if fold.then is not None:
+            folded = fold.then(folded)
         return folded.to(means[0].dtype)
     stacked = torch.stack([s[0] for s in states])
     return _reduce(stacked, cast(str, fold.by), 0, keepdims=False)  # "stack" names its function

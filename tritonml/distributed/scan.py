@@ -161,27 +161,9 @@ def cumulative_product(x: torch.Tensor, axis: int, *, group: Optional["ProcessGr
 
     Each rank's total is one read of its shard with the reduce kernel; every rank folds the totals
     of the shards before its own into its carry-in and scans its shard from it. Otherwise as
-    ``tritonml.cumulative_product``.
-
-    Args:
-        x: This rank's shard (or a DTensor).
-        axis: The scanned axis, the one the shards lie along (negative counts from the end).
-        group: The process group; None: the default group.
-        reverse: Scan from the end of the whole axis to its start.
-        exclusive: Each output leaves its own element out.
-        initial: The carry-in of the whole scan, read by the rank where the traversal starts.
-        out: A tensor to write the result into.
-        timeout: How long to wait for the other ranks at the metadata exchange
-            (``METADATA_TIMEOUT`` when None).
-
-    Returns:
-        This rank's part of the scan (``out`` when given; a DTensor for a DTensor).
-
-    Raises:
-        RuntimeError: torch.distributed is not initialized, or a rank did not make the same call
-            within ``timeout``.
-        ValueError: As ``cumulative_sum``.
-        TypeError: As ``tritonml.cumulative_product`` (raised on every rank).
+    ``tritonml.cumulative_product``. The arguments, the result and the errors are
+    ``cumulative_sum``'s, except that a TypeError is ``tritonml.cumulative_product``'s (raised on
+    every rank).
 
     Example:
         A single-process group (world size 1) runs as written.
@@ -238,14 +220,15 @@ def _cumulative_shard(op, total_function, local_scan, x, axis, group, position, 
                          local, _SCAN_COMPARE, timeout)
     present = [True] * exchanged.shard.size  # an empty shard's total is the identity: harmless
     carry = _carry_in(exchanged, present, reverse,
-                      lambda s: (_scan_along_ranks(total_function, s[0]),), (initial,))
+                      lambda s: (_scan_along_ranks(local_scan, s[0]),), (initial,))
     return local_scan(x, exchanged.value, reverse=reverse, exclusive=exclusive,
                       initial=None if carry is None else carry[0], out=out)
 
 
-def _scan_along_ranks(total_function: str, stacked: torch.Tensor) -> torch.Tensor:
-    scan = _cumulative_sum if total_function == "SUM" else _cumulative_product
-    return cast(torch.Tensor, scan(stacked, 0))  # without return_carry: one tensor
+def _scan_along_ranks(local_scan: Callable[..., Any], stacked: torch.Tensor) -> torch.Tensor:
+    """The inclusive scan of the ranks' totals, stacked along dim 0, by the scan the shards run
+    (whose record's ``fold`` made the totals)."""
+    return cast(torch.Tensor, local_scan(stacked, 0))  # without return_carry: one tensor
 
 
 # ---------------------------------------------------------------------------------------------

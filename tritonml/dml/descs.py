@@ -385,6 +385,7 @@ class CumulativeSummationOperatorDesc(_CumulativeOperatorDesc, operator_type="CU
     """DML_CUMULATIVE_SUMMATION_OPERATOR_DESC: running sum of input_tensor along ``axis``.
 
     Plain data (frozen); the rules are ``validate``'s, ``compile_operator`` runs it.
+    ``CumulativeProductOperatorDesc`` shares its fields (but the exclusive flag) and its errors.
 
     Attributes:
         input_tensor: The input's TensorDesc.
@@ -421,19 +422,13 @@ class CumulativeProductOperatorDesc(_CumulativeOperatorDesc, operator_type="CUMU
                                     exclusive_field="has_exclusive_product"):
     """DML_CUMULATIVE_PRODUCT_OPERATOR_DESC: running product of input_tensor along ``axis``.
 
-    Plain data (frozen); the rules are ``validate``'s, ``compile_operator`` runs it.
+    Plain data (frozen); the rules are ``validate``'s, ``compile_operator`` runs it. Its fields
+    (input_tensor, output_tensor, axis, axis_direction) and its errors (DescriptorError) are
+    documented on ``CumulativeSummationOperatorDesc``; its exclusive flag is
+    ``has_exclusive_product``.
 
     Attributes:
-        input_tensor: The input's TensorDesc.
-        output_tensor: The output's TensorDesc (input_tensor's sizes and data type).
-        axis: The scanned dimension, in [0, DimensionCount).
-        axis_direction: INCREASING scans from index 0, DECREASING from the end (the constructor
-            also takes the name).
         has_exclusive_product: Each output leaves its own element out (the first output is 1).
-
-    Raises:
-        DescriptorError: A field of the wrong type or an unknown enum name, naming every such
-            field.
 
     Example:
         >>> import torch
@@ -446,6 +441,8 @@ class CumulativeProductOperatorDesc(_CumulativeOperatorDesc, operator_type="CUMU
     """
     has_exclusive_product: bool = False
 
+    # Deliberately the sum's stub again: the exclusive flag's keyword differs per class, so no
+    # stub in the shared base can spell the constructor.
     if TYPE_CHECKING:  # the arguments the constructor converts (the dataclass writes __init__)
         def __init__(self, input_tensor: TensorDesc, output_tensor: TensorDesc, axis: int,
                      axis_direction: Union[AxisDirection, str] = AxisDirection.INCREASING,

@@ -18,6 +18,8 @@ function that tritonml reads anywhere:
   ``tritonml.segment_reduce`` (over segments); None where there is none (ARGMAX, ARGMIN: their
   output is an index);
 - whether ``segment_reduce``'s ``initial`` may start its fold (``takes_initial``);
+- whether the result is a mean, the sum divided by the element count (``averages``: a fold of
+  partial results over parts of the elements weights them by their counts);
 - the distributed fold (``fold``: how ``tritonml.distributed.reduce`` merges the ranks' partial
   results);
 - torch's eager twin (``torch_twin``), which the benchmarks time and check against.
@@ -80,9 +82,16 @@ class Fold:
     (AVERAGE, LOG_SUM: a mean cannot overflow a half type where a partial sum could);
     "argument": each rank's (value, coordinates), the values folded with ``by`` and the first
     global index among the best kept.
+
+    A "mean" fold sums the ranks' means weighted by each rank's share of the elements when the
+    record ``averages`` (the global mean), by its count otherwise (the global sum), then applies
+    ``then`` (LOG_SUM: ``torch.log``; None: nothing). ``empty`` is its result when every shard is
+    empty (AVERAGE's 0 / 0 is NaN, LOG_SUM's log 0 is -inf); the other folds leave it None.
     """
     how: str
     by: Optional[str] = None
+    then: Optional[Callable[[torch.Tensor], torch.Tensor]] = None
+    empty: Optional[float] = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,11 +102,13 @@ class ReduceRecord(Reduction):
     ``fold``, ``torch_twin(x, dims)`` (torch's eager equivalent, rank kept), ``derivative``
     (the one rule behind the gradient and the jvp of ``tritonml.reduce`` and ``segment_reduce``;
     None for a function whose output is an index), ``selects`` (the result is some of the
-    elements: a jvp reads only their tangents, ``tangent_terms``) and ``takes_initial`` (whether
-    ``segment_reduce``'s ``initial`` may start its fold). Built with ``ReduceRecord.of``, which
-    derives the ``Reduction`` fields (identity, dtype rules, check) from ``state`` and makes the
-    record known by its name (``record_of``). Launched with single-pointer kernel arguments (at
-    most two state components).
+    elements: a jvp reads only their tangents, ``tangent_terms``), ``takes_initial`` (whether
+    ``segment_reduce``'s ``initial`` may start its fold) and ``averages`` (the result is the
+    mean: the sum's state, finished by dividing by the element count, so whoever combines results
+    over parts of the elements, ranks or padded rows, weights or divides by the real counts).
+    Built with ``ReduceRecord.of``, which derives the ``Reduction`` fields (identity, dtype
+    rules, check) from ``state`` and makes the record known by its name (``record_of``).
+    Launched with single-pointer kernel arguments (at most two state components).
 
     Records are singletons, compared and hashed by identity (they key the launch-plan cache).
     """
@@ -109,6 +120,7 @@ class ReduceRecord(Reduction):
     derivative: Optional[Derivative] = None
     takes_initial: bool = False
     selects: bool = False
+    averages: bool = False
 
     if TYPE_CHECKING:   # the same methods, declared for type checkers
         def __eq__(self, other: object) -> bool: ...
@@ -121,7 +133,7 @@ class ReduceRecord(Reduction):
     def of(cls, function: ReduceFunction, *, prepare: Any, merge: Any, along: Any, finish: Any,
            state: StateRule, float_only: bool = False, returns_index: bool = False,
            derivative: Optional[Derivative] = None, takes_initial: bool = False,
-           selects: bool = False, fold: Fold,
+           selects: bool = False, averages: bool = False, fold: Fold,
            torch_twin: Callable[..., torch.Tensor]) -> "ReduceRecord":
         def torch_state(dtypes):
             return tuple(TORCH_DTYPE[d] for d, _ in state(dtypes[0], False))
@@ -137,7 +149,8 @@ class ReduceRecord(Reduction):
                      check=_floats_only(function.name) if float_only else None,
                      uses_index=returns_index, function=function, state=state,
                      float_only=float_only, fold=fold, torch_twin=torch_twin,
-                     derivative=derivative, takes_initial=takes_initial, selects=selects)
+                     derivative=derivative, takes_initial=takes_initial, selects=selects,
+                     averages=averages)
         _BY_NAME[function.name] = record
         return record
 
@@ -341,8 +354,8 @@ RECORDS: Dict[ReduceFunction, ReduceRecord] = {  # pyright: ignore[reportAssignm
                     torch_twin=lambda x, d: x.argmin(dim=_single(d), keepdim=True)),
     ReduceRecord.of(_RF.AVERAGE, prepare=_c.keep_value, merge=_c.add_values, along=_c.sum_along,
                     finish=_c.finish_mean, state=accumulated(0), float_only=True,
-                    derivative=_average_derivative, takes_initial=True,
-                    fold=Fold("mean"),
+                    derivative=_average_derivative, takes_initial=True, averages=True,
+                    fold=Fold("mean", empty=math.nan),
                     torch_twin=lambda x, d: x.mean(dim=d, keepdim=True)),
     ReduceRecord.of(_RF.L1, prepare=_c.abs_value, merge=_c.add_values, along=_c.sum_along,
                     finish=_c.finish_value, state=accumulated(0), derivative=_l1_derivative,
@@ -354,7 +367,8 @@ RECORDS: Dict[ReduceFunction, ReduceRecord] = {  # pyright: ignore[reportAssignm
                     torch_twin=lambda x, d: torch.linalg.vector_norm(x, 2, dim=d, keepdim=True)),
     ReduceRecord.of(_RF.LOG_SUM, prepare=_c.keep_value, merge=_c.add_values, along=_c.sum_along,
                     finish=_c.finish_log, state=accumulated(0), float_only=True,
-                    derivative=_log_sum_derivative, fold=Fold("mean"),
+                    derivative=_log_sum_derivative,
+                    fold=Fold("mean", then=torch.log, empty=-math.inf),
                     torch_twin=lambda x, d: x.sum(dim=d, keepdim=True).log()),
     ReduceRecord.of(_RF.LOG_SUM_EXP, prepare=_c.value_and_unit_sum, merge=_c.logsumexp_values,
                     along=_c.logsumexp_along, finish=_c.finish_logsumexp, state=max_and_exp_sum,

@@ -234,35 +234,34 @@ def cummax(input: torch.Tensor, dim: int) -> torch.return_types.cummax:
         >>> values, indices
         (tensor([1., 3., 3., 3.]), tensor([0, 1, 1, 3]))
     """
-    values, indices = call(lambda t, d: _cum_extreme(t, d, True), _CUMMAX, input, dim)
-    return torch.return_types.cummax((values, indices))
+    return torch.return_types.cummax(_running_extreme(input, dim, largest=True))
 
 
 def cummin(input: torch.Tensor, dim: int) -> torch.return_types.cummin:
     """torch.cummin: the running minimum and its indices; the rules of ``cummax`` with the
     order reversed.
 
-    Runs as ``torch.ops.tritonml.cummin``.
-
-    Args:
-        input: As for ``cummax``.
-        dim: The dim to scan along; negative counts from the end.
+    Runs as ``torch.ops.tritonml.cummin``. The arguments and the errors are ``cummax``'s.
 
     Returns:
         ``(values, indices)`` as ``torch.return_types.cummin``.
 
-    Raises:
-        TypeError: As for ``cummax``.
-        ValueError: dim is out of range.
-
     Example:
         >>> import torch, tritonml
-        >>> values, indices = tritonml.cummin(torch.tensor([3., 1., 2., 1.]), 0)
-        >>> values, indices
+        >>> result = tritonml.cummin(torch.tensor([3., 1., 2., 1.]), 0)
+        >>> result.values, result.indices
         (tensor([3., 1., 1., 1.]), tensor([0, 1, 1, 3]))
     """
-    values, indices = call(lambda t, d: _cum_extreme(t, d, False), _CUMMIN, input, dim)
-    return torch.return_types.cummin((values, indices))
+    return torch.return_types.cummin(_running_extreme(input, dim, largest=False))
+
+
+def _running_extreme(input: torch.Tensor, dim: int, largest: bool
+                     ) -> Tuple[torch.Tensor, torch.Tensor]:
+    """cummax's (``largest``) or cummin's ``(values, indices)``, the one body of both public
+    functions: the launch in plain eager code, else the op (``family.call``)."""
+    values, indices = call(lambda t, d: _cum_extreme(t, d, largest),
+                           _CUMMAX if largest else _CUMMIN, input, dim)
+    return values, indices
 
 
 def logcumsumexp(input: torch.Tensor, dim: int, *, reverse: bool = False) -> torch.Tensor:

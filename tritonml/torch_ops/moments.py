@@ -183,7 +183,8 @@ def var(input: torch.Tensor, dim: Union[int, Sequence[int], bool, None] = None,
     """torch.var: the variance over ``dim``, dividing by ``max(n - correction, 0)``.
 
     One pass (Welford); NaN where n <= correction with equal elements, inf where n <= correction
-    otherwise, NaN for infinite or NaN data. Runs as ``torch.ops.tritonml.var``.
+    otherwise, NaN for infinite or NaN data. Runs as ``torch.ops.tritonml.var``. ``std``,
+    ``var_mean`` and ``std_mean`` take the same arguments, documented here.
 
     Args:
         input: A floating-point tensor (the result has its dtype; half types accumulate in
@@ -218,24 +219,10 @@ def std(input: torch.Tensor, dim: Union[int, Sequence[int], bool, None] = None,
         correction: Union[int, float, None] = None) -> torch.Tensor:
     """torch.std: the square root of ``var``, with the same arguments.
 
-    Runs as ``torch.ops.tritonml.std``.
-
-    Args:
-        input: A floating-point tensor (the result has its dtype; half types accumulate in
-            float32).
-        dim: None or an empty sequence: every dim; an int or a sequence of ints. A bool here is
-            the legacy ``unbiased`` (``var(x, True)``), as torch takes it.
-        unbiased: The legacy spelling of correction: True: 1, False: 0.
-        keepdim: Keep the reduced dims as size 1.
-        correction: Divide by ``max(n - correction, 0)``; default 1.
+    Runs as ``torch.ops.tritonml.std``. The arguments and the errors are ``var``'s.
 
     Returns:
         The standard deviation, of input's dtype; differentiable.
-
-    Raises:
-        TypeError: input is not a floating-point tensor, correction is not a number, keepdim or
-            unbiased is not a bool, or both correction and unbiased are given (as torch).
-        ValueError: A dim out of range or repeated.
 
     Example:
         >>> import torch, tritonml
@@ -250,24 +237,11 @@ def var_mean(input: torch.Tensor, dim: Union[int, Sequence[int], bool, None] = N
          correction: Union[int, float, None] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """torch.var_mean: ``(var, mean)`` from the one pass, with the arguments of ``var``.
 
-    The mean of an empty dim is NaN. Runs as ``torch.ops.tritonml.var_mean``.
-
-    Args:
-        input: A floating-point tensor (the result has its dtype; half types accumulate in
-            float32).
-        dim: None or an empty sequence: every dim; an int or a sequence of ints. A bool here is
-            the legacy ``unbiased`` (``var(x, True)``), as torch takes it.
-        unbiased: The legacy spelling of correction: True: 1, False: 0.
-        keepdim: Keep the reduced dims as size 1.
-        correction: Divide by ``max(n - correction, 0)``; default 1.
+    The mean of an empty dim is NaN. Runs as ``torch.ops.tritonml.var_mean``. The arguments and
+    the errors are ``var``'s.
 
     Returns:
         ``(var, mean)``, of input's dtype; differentiable.
-
-    Raises:
-        TypeError: input is not a floating-point tensor, correction is not a number, keepdim or
-            unbiased is not a bool, or both correction and unbiased are given (as torch).
-        ValueError: A dim out of range or repeated.
 
     Example:
         >>> import torch, tritonml
@@ -284,24 +258,10 @@ def std_mean(input: torch.Tensor, dim: Union[int, Sequence[int], bool, None] = N
          correction: Union[int, float, None] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """torch.std_mean: ``(std, mean)`` from the one pass, with the arguments of ``var``.
 
-    Runs as ``torch.ops.tritonml.std_mean``.
-
-    Args:
-        input: A floating-point tensor (the result has its dtype; half types accumulate in
-            float32).
-        dim: None or an empty sequence: every dim; an int or a sequence of ints. A bool here is
-            the legacy ``unbiased`` (``var(x, True)``), as torch takes it.
-        unbiased: The legacy spelling of correction: True: 1, False: 0.
-        keepdim: Keep the reduced dims as size 1.
-        correction: Divide by ``max(n - correction, 0)``; default 1.
+    Runs as ``torch.ops.tritonml.std_mean``. The arguments and the errors are ``var``'s.
 
     Returns:
         ``(std, mean)``, of input's dtype; differentiable.
-
-    Raises:
-        TypeError: input is not a floating-point tensor, correction is not a number, keepdim or
-            unbiased is not a bool, or both correction and unbiased are given (as torch).
-        ValueError: A dim out of range or repeated.
 
     Example:
         >>> import torch, tritonml

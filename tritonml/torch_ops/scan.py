@@ -375,6 +375,8 @@ def cumulative_sum(  # pyright: ignore[reportInconsistentOverload]
     return SUM_OPS(x, axis, reverse, exclusive, initial, out, return_carry)
 
 
+# Deliberately cumulative_sum's overloads again: type checkers read overloads only as written on
+# each def (a shared Protocol would leave no def, signature or docstring for the docs to show).
 @overload
 def cumulative_product(x: torch.Tensor, axis: int, *, reverse: bool = ..., exclusive: bool = ...,
                        initial: Optional[torch.Tensor] = ..., out: Optional[torch.Tensor] = ...,
