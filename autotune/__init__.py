@@ -5,7 +5,7 @@
 GPU, or the cost model (``cost``, on ``problem``'s sizes, ``compiled``'s registers and ``model``).
 ``heuristics`` (numbers in ``spaces``) gives the first candidate and the interpreter's config;
 ``devices`` holds the GPUs' facts and the active target; ``suite`` the benchmark suite's problems.
-Nothing here imports tritonml (tests/test_autotune_engine.py checks): the launchers hand the
+Nothing here imports tritonml (tests/autotune/test_autotune_engine.py checks): the launchers hand the
 tuner plain layouts, dtypes and names; the repository's tools that need both live in benchmarks/.
 """
 

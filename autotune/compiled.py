@@ -6,7 +6,7 @@ compiling while choosing a config would take ptxas about a second per candidate.
 kernel, state class, dtype class, tile and warps; a lookup goes by elements per thread, the quantity
 register use follows, and answers for the nearest measured tile at least as large (never a smaller,
 cheaper one). Each entry's ``sass_sha256`` (the SASS fingerprint) is not read here:
-tests/test_compiled_sass.py and the script's ``--check`` compare it with a fresh compile, so a
+tests/kernels/test_compiled_sass.py and the script's ``--check`` compare it with a fresh compile, so a
 refactor that changes what ptxas emits shows.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ _CLASS_OF = {"float16": "float16", "bfloat16": "float16", "float32": "float32",
              "int8": "int8", "uint8": "int8",
              "int16": "int32", "uint16": "int32", "int32": "int32", "uint32": "int32"}
 # ptxas may keep one 8-byte value in the stack frame without it being a register-pressure problem
-# (three uint8/uint16 look-back specializations do on sm_80; tests/test_gpu_compile.py allows it).
+# (three uint8/uint16 look-back specializations do on sm_80; tests/kernels/test_gpu_compile.py allows it).
 SPILL_TOLERANCE_BYTES = 8
 
 

@@ -2,7 +2,7 @@
 
 Without a cap, ptxas picks a kernel's registers a thread by its own occupancy heuristic and may
 keep a few values in the stack frame to stay at that count (the segment kernel's specializations
-kept 8 to 16 bytes that way, tests/test_segment_compile.py). With a cap (Triton's ``maxnreg``,
+kept 8 to 16 bytes that way, tests/kernels/test_segment_compile.py). With a cap (Triton's ``maxnreg``,
 PTX's ``.maxnreg``) it takes up to that many registers and spills only what does not fit.
 ``spill_free_maxnreg`` compiles at ptxas's own choice first and, where that spills, at the caps
 where the programs an SM holds step down (``occupancy_caps``), lowest first, keeping the first

@@ -20,8 +20,8 @@ from .heuristics import _choose_for, next_pow2
 PROGRAMS_PER_SM = {"scan": 12, "reduce": 12}
 # Lanes of one tile: 1024 (4 lanes a thread at 8 warps, 8 at the 1-D reductions' 4) for states
 # of one 8-byte component, half as many for wider states; 2048 lanes at 8 warps spilled hundreds
-# of bytes (tests/test_segment_compile.py has what these compile to). A tile's reads of the
-# boundaries stay a small share of its bytes (tests/test_segment_bytes.py).
+# of bytes (tests/kernels/test_segment_compile.py has what these compile to). A tile's reads of the
+# boundaries stay a small share of its bytes (tests/bench/test_segment_bytes.py).
 TILE_LANES = 1024
 # A chunk inside one segment folds 4 tiles a step (a reduction's chunk, a scan's tail; 4096 lanes,
 # the chunked scan's tile), half as many for wider states: plain loads and merges, no boundaries,
@@ -31,7 +31,7 @@ NUM_WARPS = 8
 # A reduction of one-lane-wide tiles (the segmented axis with one inner position, a 1-D x) runs
 # 4 warps (8 lanes a thread) and lets ptxas take the registers it needs (``maxnreg`` 255): about
 # 160 a thread, three programs of 3,072 lanes per SM without spills, where 8 warps at about 110
-# hold two of 2,048, and ptxas held 4 warps to 128 with spills (tests/test_segment_compile.py).
+# hold two of 2,048, and ptxas held 4 warps to 128 with spills (tests/kernels/test_segment_compile.py).
 REDUCE_1D_WARPS = 4
 REDUCE_1D_MAXNREG = 255
 MAX_BLOCK_INNER = 64

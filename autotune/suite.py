@@ -2,7 +2,7 @@
 shipped tables cover.
 
 They mirror ``benchmarks/cases.py`` (the interpreter's shapes) and ``benchmarks/gpu_timing.py``
-(the GPU shapes); tests/test_autotune_select.py checks that they stay the same. Kept here because
+(the GPU shapes); tests/autotune/test_autotune_select.py checks that they stay the same. Kept here because
 ``benchmarks/`` is not installed with the package.
 """
 from __future__ import annotations

@@ -244,7 +244,7 @@ def main(argv=None) -> int | None:
     parser.add_argument("--spread", action="store_true",
                         help="check only a deterministic few specializations (two per kernel "
                              "and state class, every dtype class): what "
-                             "tests/test_compiled_sass.py checks")
+                             "tests/kernels/test_compiled_sass.py checks")
     args = parser.parse_args(argv)
     kernels = set(args.only.split(",")) if args.only else None
     launched = list(launches(kernels))

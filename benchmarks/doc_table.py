@@ -4,12 +4,12 @@
 
 docs/tuning.md: each table sits between ``<!-- choices H100 begin -->`` and
 ``<!-- choices H100 end -->`` (A100 likewise) and is ``tritonml.tuning.suite_choices_table(name)``;
-tests/test_autotune_select.py fails when the doc and the code disagree. docs/performance.md: the
+tests/autotune/test_autotune_select.py fails when the doc and the code disagree. docs/performance.md: the
 "Long scans" table between ``<!-- long scans H100 begin -->`` and ``<!-- long scans H100 end -->``
-is ``tritonml.bench.long_scans.table("H100")`` (checked by tests/test_chunked_model.py).
+is ``tritonml.bench.long_scans.table("H100")`` (checked by tests/autotune/test_chunked_model.py).
 docs/segments.md: the table between ``<!-- segments H100 begin -->`` and
 ``<!-- segments H100 end -->`` is ``tritonml.bench.segment_model.table()`` (checked by
-tests/test_segment_model.py).
+tests/bench/test_segment_model.py).
 """
 from __future__ import annotations
 

@@ -133,7 +133,7 @@ DRY_WELFORD_SHAPES = (("rows", (4, 300), (1,), "contiguous"),
                       ("axes apart", (3, 8, 5, 6), (0, 2), "contiguous"),
                       ("rows step-2 view", (4, 300), (1,), "strided"))
 # Welford's state is float32 for every input but float64, so its bound is looser than a reduce
-# function's: the tests' bounds (tests/test_reduce_with.py), relative to max(|want|, a thousandth
+# function's: the tests' bounds (tests/records/test_reduce_with.py), relative to max(|want|, a thousandth
 # of the largest |want|).
 WELFORD_RTOL = {torch.float64: 1e-12, torch.float32: 2e-5, torch.float16: 2e-3,
                 torch.bfloat16: 1.6e-2}

@@ -652,7 +652,7 @@ def _compiled_problems(results, xs_cpu) -> List[str]:
 
 def _traced_code() -> str:
     """The graph AOT tracing (what Inductor compiles) makes of the calls, traced with fake CUDA
-    tensors as tests/test_torch_ops.py does: Triton kernels appear as
+    tensors as tests/torch_ops/test_torch_ops.py does: Triton kernels appear as
     ``triton_kernel_wrapper_functional`` nodes, opaque ops as ``torch.ops.tritonml.*``."""
     from tritonml.core import torch_compat
 

@@ -32,7 +32,7 @@ from . import cases as _cases
 from tritonml.bench.measure import COMPILE_ARCHS, compile_facts, describe_launches  # noqa: F401
 from tritonml.bench.memtrace import OTHER_REGION, trace_memory
 
-BYTES_BOUND = 1.05  # bytes moved <= 1.05 x ideal (tests/test_bytes_moved.py holds the same bound)
+BYTES_BOUND = 1.05  # bytes moved <= 1.05 x ideal (tests/bench/test_bytes_moved.py holds the same bound)
 _DTYPE_NAMES = {dtype_name(d): d for d in _cases.DTYPES}
 
 

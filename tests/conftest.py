@@ -57,8 +57,8 @@ FULL_ONLY = frozenset({
     "test_gpu_check",     # the GPU sweep's dry run: a minute of interpreted kernels
 })
 ONE_CASE = frozenset({
-    "tests/test_scan_initial.py::test_gradcheck_in_x_and_initial",
-    "tests/test_linear_recurrence.py::test_gradcheck_and_double_backward",
+    "tests/launchers/test_scan_initial.py::test_gradcheck_in_x_and_initial",
+    "tests/launchers/test_linear_recurrence.py::test_gradcheck_and_double_backward",
 })
 
 

@@ -1,6 +1,6 @@
 """The kernel specializations the scan launcher can choose on a GPU, as recorded launches.
 
-Used by tests/test_gpu_compile.py: for every regime x dtype x direction x exclusive, the config
+Used by tests/kernels/test_gpu_compile.py: for every regime x dtype x direction x exclusive, the config
 the CUDA heuristics pick for a large shape of that regime, recorded without running
 (``tritonml.runtime.trace.record(execute=False)``) and described for
 ``tritonml.bench.gpu_compile.compile_in_subprocess``.
@@ -234,7 +234,7 @@ def chunked_tuple_launches(tiles=("chunked rows", "chunked columns narrow"),
 
 
 def all_chunked_launches():
-    """Every chunked specialization tests/test_gpu_compile.py compiles: sum in every dtype class,
+    """Every chunked specialization tests/kernels/test_gpu_compile.py compiles: sum in every dtype class,
     both directions, inclusive and exclusive, for a row and a column tile; the other tiles
     forward inclusive and reverse exclusive; initial= with return_carry=True; products; tuple
     states."""

@@ -1,5 +1,5 @@
-"""Finding uses of a library's private API in tritonml's own code (tests/test_triton_compat.py,
-tests/test_torch_compat.py): each library's private API belongs in one compat module or package."""
+"""Finding uses of a library's private API in tritonml's own code (tests/core/test_triton_compat.py,
+tests/core/test_torch_compat.py): each library's private API belongs in one compat module or package."""
 from __future__ import annotations
 
 import pathlib

@@ -1,7 +1,7 @@
 """The segment kernel's specializations a GPU runs, as recorded launches (tritonml/kernels/
 segment.py): every reduce function and scan, each dtype class, both directions, the layouts that
 change the tile (the segmented axis contiguous, or strided under a contiguous inner dim), with
-the configs chosen for an H100. Used by tests/test_segment_compile.py and the compile facts."""
+the configs chosen for an H100. Used by tests/kernels/test_segment_compile.py and the compile facts."""
 from __future__ import annotations
 
 import itertools

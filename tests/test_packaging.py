@@ -157,9 +157,9 @@ def test_the_wheel_pyproject_selects_passes_the_allow_list():
                                       "top_level.txt", "licenses/LICENSE")]
     assert wheel_problems(names, version) == []
     # and the rules do refuse what must not ship
-    assert wheel_problems(names + ["tests/test_scan.py", "benchmarks/results/h.md",
+    assert wheel_problems(names + ["tests/launchers/test_scan.py", "benchmarks/results/h.md",
                                    "docs/scan.md", "tritonml/notes.md"], version) == [
-        "not allowed in the wheel: tests/test_scan.py",
+        "not allowed in the wheel: tests/launchers/test_scan.py",
         "not allowed in the wheel: benchmarks/results/h.md",
         "not allowed in the wheel: docs/scan.md",
         "not allowed in the wheel: tritonml/notes.md"]

@@ -6,7 +6,7 @@ two float32 inputs). ``modeled(scan, device)`` is the tuner's choice for it (``s
 the cost model's, as when nothing can be timed) with its modeled seconds and bytes, beside the
 fastest look-back candidate's (the regime these scans took before, bound by its chain of tiles).
 ``table(device)`` is the markdown table docs/performance.md shows ("Long scans");
-``python -m benchmarks.doc_table`` writes it and tests/test_chunked_model.py checks that the doc and
+``python -m benchmarks.doc_table`` writes it and tests/autotune/test_chunked_model.py checks that the doc and
 the code agree and that every choice meets the targets. Everything here is modeled, nothing timed.
 It lives with tritonml, not the tuner: it builds its problems from tritonml's layouts and dtypes.
 """

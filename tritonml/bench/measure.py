@@ -25,9 +25,9 @@ from . import gpu_compile
 from .memtrace import OTHER_REGION, trace_memory
 
 # The suite's targets (reported per row as pass/miss; docs/performance.md).
-BYTES_BOUND = 1.05          # bytes moved <= 1.05 x ideal (tests/test_bytes_moved.py's bound)
+BYTES_BOUND = 1.05          # bytes moved <= 1.05 x ideal (tests/bench/test_bytes_moved.py's bound)
 LAUNCH_BOUND = 2            # launches per entry
-TIME_BOUND = 1.25           # modeled time <= 1.25 x one ideal launch (tests/test_fill_the_gpu.py)
+TIME_BOUND = 1.25           # modeled time <= 1.25 x one ideal launch (tests/autotune/test_fill_the_gpu.py)
 VECTOR_BITS = 128           # global loads (and a scan's stores) of aligned contiguous f32/f16
 COPY_FRACTION = 0.85        # on a GPU: >= 85% of copy bandwidth for large scans/reductions
 LARGE_BYTES = 64 << 20      # "large": ideal bytes of at least 64 MiB

@@ -15,7 +15,7 @@ What the model charges (autotune/cost.py): the published chunk tails and status 
 bytes; a scan's second read of the chunks a segment spans from L2 (as the chunked scan's); the
 fold of the tails before the chunk where the longest segment ends, one round trip per WINDOW
 chunks; a program's tiles one after another. The registers per thread are ptxas's for sm_90
-(tests/test_segment_compile.py), which set how many programs an SM holds.
+(tests/kernels/test_segment_compile.py), which set how many programs an SM holds.
 """
 from __future__ import annotations
 

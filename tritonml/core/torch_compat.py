@@ -1,7 +1,7 @@
 """The one module of tritonml that touches torch's private API.
 
 Everything else goes through the names defined here whenever it needs something torch does not
-publish (tests/test_torch_compat.py checks that no other module of ``tritonml/`` or ``benchmarks/``
+publish (tests/core/test_torch_compat.py checks that no other module of ``tritonml/`` or ``benchmarks/``
 names a private torch attribute). Each entry says why it is needed. Entries that a torch release
 may lack resolve to a fallback (None, or a function that answers as if the feature were off), so
 an upgrade degrades to the general path instead of failing at import; ``missing()`` lists what the

@@ -29,7 +29,7 @@ from ..records.reduction import Reduction, default_load_dtype
 # The tuner's tiles are sized for the DirectML states, at most 16 bytes per lane (a float64 value
 # and an int64 index). A larger state (Welford over float64: 24 bytes) in the same tile would pass
 # the 255 registers a thread has on sm_80/sm_90 and go to the stack, so its tile shrinks by the
-# same factor (tests/test_reduce_gpu_compile.py compiles what this picks).
+# same factor (tests/kernels/test_reduce_gpu_compile.py compiles what this picks).
 TUNED_STATE_BYTES = 16
 
 

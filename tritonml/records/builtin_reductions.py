@@ -36,8 +36,8 @@ Adding a reduce function (nothing else asks to be edited):
 2. its ``@triton.jit`` functions in tritonml/kernels/combine.py, if the existing ones do not
    compose into it (each takes and returns a tuple of state components);
 3. its record below, in ``RECORDS``;
-4. its tests: numpy's answer in benchmarks/reduce_oracle.py and the cases of tests/test_reduce.py;
-   tests/test_reduce_records.py checks that every member has a record, and runs a record of its
+4. its tests: numpy's answer in benchmarks/reduce_oracle.py and the cases of tests/launchers/test_reduce.py;
+   tests/records/test_reduce_records.py checks that every member has a record, and runs a record of its
    own through the launcher, the tuner, autograd, segment_reduce and DTensor.
 If DirectML's operator page lists the function, its feature-level rows go in
 tritonml/dml/support.py (a transcription of DirectML's tables, not a fact of the kernels).

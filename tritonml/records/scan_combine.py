@@ -16,7 +16,7 @@ How to add a scan combine
    per segment, differentiable.
 3. For a public torch op, add a ``_ScanOps(name, RECORD)`` in tritonml/torch_ops/scan.py and its
    public function (the schema, fake kernels, vmap rules and autograd come from the record).
-4. Tests: the regimes and the oracle (tests/test_scan_custom_combine.py runs a record that is not
+4. Tests: the regimes and the oracle (tests/launchers/test_scan_custom_combine.py runs a record that is not
    built in), and ``torch.autograd.gradcheck`` of the backward and the jvp
    (``check_forward_ad=True``).
 A combine over a tuple state (several tensors scanned together) is a ``StateScan`` record, as

@@ -5,7 +5,7 @@ whenever it needs something Triton does not publish. Each entry says why it is n
 Triton versions it was checked against: 3.6.0, 3.7.1, 3.8.0 and 3.9.0, the supported range
 (``registry.CHECKED_VERSIONS``; the relaunch entry also ran on an H100 with 3.6.0). Private names
 can move in any Triton release; ``check()`` lists what the installed Triton lacks, and
-tests/test_triton_compat.py runs it, so an upgrade that breaks an entry fails there, by name.
+tests/core/test_triton_compat.py runs it, so an upgrade that breaks an entry fails there, by name.
 
 Entries, by submodule:
 - ``combines``: ``sum_combine``/``prod_combine``, Triton's own sum and product combine functions.

@@ -3,7 +3,7 @@
 Private names can move in any Triton release. Each submodule resolves the private names it uses
 through ``private()``, or notes in ``REQUIRED`` the ones it reaches only later (a method it wraps, a
 keyword it passes), so that ``check()`` lists what the installed Triton lacks, by name
-(tests/test_triton_compat.py runs it), instead of a kernel failing somewhere later.
+(tests/core/test_triton_compat.py runs it), instead of a kernel failing somewhere later.
 """
 from __future__ import annotations
 

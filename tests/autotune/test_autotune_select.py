@@ -431,7 +431,7 @@ def test_the_look_back_is_modeled_as_a_chain_of_tiles_and_takes_taller_tiles():
     """One long row: the look-back's time is its tiles one after another (measured on an H100:
     about 90 ns a tile), so 4096-element tiles model 4x faster than 1024-element ones, and the
     taller tile the element budget alone would not give is among the candidates. The tuner now
-    chooses neither: a chunked scan has no chain of tiles (tests/test_chunked_model.py)."""
+    chooses neither: a chunked scan has no chain of tiles (tests/autotune/test_chunked_model.py)."""
     with tuning.target("H100"):
         plan, _ = tuning.plan_for(suite.Item("cumulative_sum", (1, 1 << 26), (1,)), torch.float32,
                                   None)

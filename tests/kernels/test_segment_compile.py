@@ -25,7 +25,7 @@ from tritonml_autotune.devices import ARCHS
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="compiles for a GPU without one")
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _spilled(result) -> int:

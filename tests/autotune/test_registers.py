@@ -1,6 +1,6 @@
 """Register caps without spills (tritonml_autotune/registers.py) and the launch guard that applies
 them (tritonml/runtime/relaunch.py), here with stand-in compiles: the real ones, for every
-segment kernel specialization on sm_80 and sm_90, are in tests/test_segment_compile.py."""
+segment kernel specialization on sm_80 and sm_90, are in tests/kernels/test_segment_compile.py."""
 from __future__ import annotations
 
 import pytest

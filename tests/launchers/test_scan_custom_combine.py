@@ -57,7 +57,8 @@ def test_user_defined_combine_compiles_for_sm80_and_sm90():
     with _trace.record(execute=False) as rec:
         for config in (ScanConfig("rows", 1024, 1), ScanConfig("lookback", 1024, 1)):
             cumulative_scan(x, 1, running_max, exclusive=True, config=config)
-    # The compiling process imports this module by name (tests.test_scan_custom_combine: its path
-    # starts at the repository root) to find the combine function again.
+    # The compiling process imports this module by name
+    # (tests.launchers.test_scan_custom_combine: its path starts at the repository root) to find
+    # the combine function again.
     results = compile_in_subprocess([describe(l) for l in rec.launches], archs=ARCHS)
     assert len(results) == 4 and all(r["ok"] for r in results), [r.get("error") for r in results]

@@ -13,7 +13,7 @@ from tritonml import dml
 from tritonml.dml import DescriptorError, ReduceFunction, ReduceOperatorDesc, TensorDesc
 from tests.dml_helpers import DELETE, PROD, SUM, set_path, tensor
 
-DOCS_EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
+DOCS_EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 
 
 # ============================================================================================

@@ -24,7 +24,7 @@ from tests.timing import limit
 MAIN = cli.main
 
 
-DOCS_EXAMPLES = Path(__file__).resolve().parent.parent / "docs" / "examples"
+DOCS_EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 SPEC_INPUT = np.array([[[[2, 1, 3, 5], [3, 8, 7, 3], [9, 6, 2, 4]]]], dtype=np.float32)
 REDUCE_INPUT = np.array([[1, 2, 3], [3, 0, 4], [2, 4, 2]], dtype=np.float32)
 

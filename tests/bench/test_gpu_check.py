@@ -11,7 +11,7 @@ import torch
 from benchmarks import gpu_check
 from tests.timing import limit
 
-SESSION_SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_session.sh"
+SESSION_SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_session.sh"
 
 
 def test_the_segment_dsl_and_stress_checks_pass_their_dry_run(capsys):

@@ -208,7 +208,7 @@ sys.exit(tritonml_cli.main(sys.argv[1:]))
 
 def test_bench_without_matplotlib_writes_the_tables_and_says_so_in_one_line(tmp_path):
     """No traceback after the work: plots are turned off first, in one line naming the extra."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]))
     directory = tmp_path / "out"
     done = subprocess.run(
@@ -250,7 +250,7 @@ def test_bench_help_names_the_extra_that_brings_the_plots(capsys):
 
 @pytest.mark.source_tree
 def test_readme_names_the_extra_that_brings_the_plots():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(root, "README.md")) as f:
         assert "pip install 'tritonml[bench]'" in f.read()
 

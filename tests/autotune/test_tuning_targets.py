@@ -25,7 +25,7 @@ from tritonml.core.layout import axis_layout, reduce_layout
 from tritonml_autotune import devices, model, select, spaces
 from tests.timing import limit
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Chains between 2 x 108 (A100) and 2 x 132 (H100): an H100 target splits a scan, an A100 does not.
 BETWEEN_A100_AND_H100 = 240

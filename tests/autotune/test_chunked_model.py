@@ -130,7 +130,7 @@ def layout_of(shape, axis):
 FEW_LONG_SCANS = [((1, 1 << 26), 1), ((8, 1 << 22), 1), ((1 << 24,), 0), ((4096, 16384), 0),
                   ((4, 1 << 20), 1)]
 # 240 rows are too few for an H100's 264 programs, enough for an A100's 216 (which keeps "rows",
-# tests/test_tuning_targets.py).
+# tests/autotune/test_tuning_targets.py).
 FEW_ON_H100_ONLY = ((240, 4096), 1)
 
 

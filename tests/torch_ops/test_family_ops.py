@@ -275,7 +275,7 @@ def _family_launches():
 
 def test_family_kernels_compile_for_sm80_and_sm90_without_spills():
     """Full tier (ptxas takes minutes): every launch above compiles for sm_80 and sm_90, with
-    no register spills (tests/test_gpu_compile.py's bound: one 8-byte value at most)."""
+    no register spills (tests/kernels/test_gpu_compile.py's bound: one 8-byte value at most)."""
     from tritonml.bench.gpu_compile import compile_in_subprocess
     results = compile_in_subprocess(_family_launches(), archs=ARCHS)
     failures = [(r["kernel"], r["arch"], r.get("error")) for r in results if not r["ok"]]

@@ -1,7 +1,7 @@
 """Mean and variance with infinities and NaN, and their accuracy far from zero: one rule
 (docs/semantics.md, "Moments") through every entry that shares Welford's state: tritonml.var, std,
 var_mean, std_mean, the same torch calls routed to them, reduce_with and segment_reduce with the
-ready-made ``welford``, ``welford_biased`` and ``welford_m2`` (DTensors: tests/test_distributed.py).
+ready-made ``welford``, ``welford_biased`` and ``welford_m2`` (DTensors: tests/distributed/test_distributed.py).
 
 The oracle is numpy in float64: ``np.mean`` (IEEE: +-inf for infinities of one sign among finite
 values, NaN for both signs or a NaN) and ``np.var`` (NaN wherever an element is infinite or NaN),

@@ -21,7 +21,7 @@ from torch.func import jacfwd, jacrev
 import tritonml
 
 # torch's first forward-mode call loads its jvp decompositions with torch.jit.script, which torch
-# 2.13 deprecates (as tests/test_forward_ad.py)
+# 2.13 deprecates (as tests/torch_ops/test_forward_ad.py)
 pytestmark = pytest.mark.filterwarnings(
     "ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 

@@ -14,7 +14,7 @@ from tritonml.runtime import trace as _trace
 from tritonml_autotune.configs import ScanConfig
 from tritonml.launchers.scan import PRODUCT, SUM, cumulative_scan
 from benchmarks.scan_oracle import accumulation_allowance, scan_matches, to_numpy
-from tests.test_scan import random_values
+from tests.launchers.test_scan import random_values
 from tests.lookback_knob import prefix_every, prefix_every_for
 
 OPS = torch.ops.tritonml

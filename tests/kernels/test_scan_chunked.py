@@ -37,12 +37,12 @@ from tritonml_autotune import select
 
 from tests.lookback_knob import prefix_every
 from benchmarks.scan_oracle import accumulation_allowance, scan_matches, scan_reference, to_numpy
-from tests.test_associative_scan import (assert_matches, linear_py, linear_recurrence,
+from tests.launchers.test_associative_scan import (assert_matches, linear_py, linear_recurrence,
                                          matrix_product, matrix_py, max_with_index,
                                          max_with_index_py, oracle)
-from tests.test_linear_recurrence import loop_reference
-from tests.test_scan import make_layout, random_values
-from tests.test_scan_regimes import shuffled_program_order  # noqa: F401  (a fixture)
+from tests.launchers.test_linear_recurrence import loop_reference
+from tests.launchers.test_scan import make_layout, random_values
+from tests.launchers.test_scan_regimes import shuffled_program_order  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.skipif(not tritonml.INTERPRET, reason="runs in Triton's interpreter")
 

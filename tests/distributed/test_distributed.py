@@ -32,7 +32,7 @@ from benchmarks.reduce_oracle import (FUNCTIONS, assert_matches, bits, expected_
 from benchmarks.scan_oracle import accumulation_allowance, scan_matches, scan_reference, to_numpy
 from tests.timing import limit
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WORLD = 3
 # seconds for a process group: a hang fails the test instead of hanging it (tests/timing.py)
 SPAWN_TIMEOUT = limit(240)
@@ -77,7 +77,7 @@ def _port_taken(log: str) -> bool:
 def _spawn_once(scenario: str, world: int, outdir: Path, port: int, last: bool) -> bool:
     """The ranks of ``scenario`` on ``port``: True when they all succeeded, False when they failed
     because the port was taken (unless ``last``); fails the test otherwise."""
-    code = f"from tests import test_distributed as t; t._worker({scenario!r}, {str(outdir)!r})"
+    code = f"from tests.distributed import test_distributed as t; t._worker({scenario!r}, {str(outdir)!r})"
     procs = [subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=_rank_env(r, world, port),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
              for r in range(world)]
