@@ -18,7 +18,8 @@ from tritonml.core import triton_compat as _triton_compat
 from tritonml.torch_ops import define as _define
 from tritonml.launchers import reduce as reduce_ops
 from tritonml.launchers import scan as scan_ops
-from tritonml_autotune.configs import ScanConfig
+from tritonml.records.builtin_reductions import record_of
+from tritonml_autotune.configs import ReduceConfig, ScanConfig
 
 
 @pytest.fixture
@@ -131,6 +132,34 @@ def test_the_plan_cache_is_bounded(monkeypatch):
         x = torch.arange(n, dtype=torch.int32)
         assert tritonml.cumulative_sum(x, 0).tolist() == np.cumsum(np.arange(n)).tolist()
         assert len(_plan._plans) <= 3
+    runtime.clear()
+
+
+def test_launches_name_their_tensors():
+    """Every tensor argument of every planned launch is a named slot (``Slot``), bound by name
+    in one place (``steps.bind``); no launcher numbers its tensors."""
+    from tritonml.runtime import steps as _steps
+    runtime.clear()
+    x = torch.randn(4, 300)
+    tritonml.cumulative_sum(x, 1)
+    tritonml.reduce(x, "max", 1)
+    works = [plan.work for plan in _plan._plans.values()]
+    layout = tritonml.core.layout.axis_layout((4, 300), x.stride(), x.stride(), 1)
+    for config in (ScanConfig("lookback", 16, 4, 4), ScanConfig("chunked", 8, 4, chunk_tiles=3)):
+        works.append(scan_ops.scan_work(layout, scan_ops.SUM, x.dtype, False, False,
+                                        reverse=False, exclusive=False, config=config,
+                                        has_initial=True, store_carry=True))
+    reduce_layout = tritonml.core.layout.reduce_layout((4, 300), x.stride(), (1, 1), (1,), False)
+    works.append(reduce_ops.reduce_work(reduce_layout, record_of("SUM"), x.dtype, False, False,
+                                        ReduceConfig("split", 16, 1, splits=4, one_launch=True)))
+
+    def slots_of(arg):
+        return [arg] if not isinstance(arg, tuple) else [s for a in arg for s in slots_of(a)]
+    for work in works:
+        for step in work.steps:
+            assert all(isinstance(s, _steps.Slot) for arg in step.slots for s in slots_of(arg))
+        assert all(isinstance(space.slot, _steps.Slot) for space in work.workspaces)
+    assert len(works) == 5 and sum(len(w.workspaces) for w in works) >= 6
     runtime.clear()
 
 

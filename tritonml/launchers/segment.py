@@ -219,20 +219,19 @@ def _launch(xs: tuple, outs: tuple, offsets: torch.Tensor, axis: int, *, prepare
                 num_warps=config.num_warps)
     if config.maxnreg is not None:
         meta["maxnreg"] = config.maxnreg
-    tuples = meta["PTR_TUPLES"]
-    # tensor slots: x0, out0, offsets, x1.., out1.., then the status words and the tails
-    k_in, k_out, k_state = len(xs), len(outs), len(state_dtypes)
-    x_slots = (0, *range(3, 2 + k_in))
-    out_slots = (1, *range(2 + k_in, 1 + k_in + k_out))
-    status = 1 + k_in + k_out
-    tail_slots = tuple(range(status + 1, status + 1 + k_state))
-    workspaces = (_steps.Workspace(2 + programs, torch.int32, resident=_resident.LOOKBACK),
-                  *(_steps.Workspace(programs * block_inner, d) for d in state_dtypes))
-    slots = (x_slots if tuples else 0, out_slots if tuples else 1, 2, status,
-             tail_slots if tuples else tail_slots[0])
+    # tensor slots: x and out (one per input and output), offsets; the workspaces status (the
+    # look-back's status words) and tail (one per state component)
+    x_arg, out_arg = _steps.slots("x", len(xs)), _steps.slots("out", len(outs))
+    status, tail_spaces = _steps.Slot("status"), _steps.slots("tail", len(state_dtypes))
+    workspaces = (_steps.Workspace(status, 2 + programs, torch.int32, resident=_resident.LOOKBACK),
+                  *(_steps.Workspace(s, programs * block_inner, d)
+                    for s, d in zip(tail_spaces, state_dtypes)))
+    if not meta["PTR_TUPLES"]:   # one pointer each: plain tensors
+        x_arg, out_arg, tail_spaces = x_arg[0], out_arg[0], tail_spaces[0]
     tail = (*args, n_segments, config.chunk_tiles, initial if initial is not None else 0)
-    step = _steps.step(segment_kernel, (programs,), slots, tail, meta)
-    _steps.Work(workspaces, (step,)).run(x, outs[0], (offsets, *xs[1:], *outs[1:]))
+    step = _steps.step(segment_kernel, (programs,),
+                       (x_arg, out_arg, _steps.Slot("offsets"), status, tail_spaces), tail, meta)
+    _steps.Work(workspaces, (step,)).run(x=xs, out=outs, offsets=offsets)
 
 
 def _fold_along(record: ScanCombine):
