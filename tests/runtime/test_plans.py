@@ -18,23 +18,31 @@ from tritonml.core import triton_compat as _triton_compat
 from tritonml.torch_ops import define as _define
 from tritonml.launchers import reduce as reduce_ops
 from tritonml.launchers import scan as scan_ops
-from tritonml_autotune.configs import ScanConfig
+from tritonml.launchers import segment as segment_ops
+from tritonml.runtime import trace as _trace
+from tritonml.records.builtin_reductions import record_of
+from tritonml_autotune.configs import ReduceConfig, ScanConfig
+
+
+def _count_plans(monkeypatch, modules: dict):
+    """``{kind: 0}`` for each ``kind: module`` of ``modules``, counting the calls of the module's
+    planner (``_plan_scan`` / ``_plan_reduce``), with no plans to start from."""
+    runtime.clear()
+    counts = dict.fromkeys(modules, 0)
+    for kind, module in modules.items():
+        name = f"_plan_{kind}"
+
+        def counting(*args, _original=getattr(module, name), _kind=kind, **kwargs):
+            counts[_kind] += 1
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(module, name, counting)
+    return counts
 
 
 @pytest.fixture
 def plan_counts(monkeypatch):
     """How many times each launcher planned (a plan-cache miss) during the test."""
-    runtime.clear()
-    counts = {"scan": 0, "reduce": 0}
-    for module, name, kind in ((scan_ops, "_plan_scan", "scan"),
-                               (reduce_ops, "_plan_reduce", "reduce")):
-        original = getattr(module, name)
-
-        def counting(*args, _original=original, _kind=kind, **kwargs):
-            counts[_kind] += 1
-            return _original(*args, **kwargs)
-        monkeypatch.setattr(module, name, counting)
-    yield counts
+    yield _count_plans(monkeypatch, {"scan": scan_ops, "reduce": reduce_ops})
     runtime.clear()
 
 
@@ -131,6 +139,121 @@ def test_the_plan_cache_is_bounded(monkeypatch):
         x = torch.arange(n, dtype=torch.int32)
         assert tritonml.cumulative_sum(x, 0).tolist() == np.cumsum(np.arange(n)).tolist()
         assert len(_plan._plans) <= 3
+    runtime.clear()
+
+
+@pytest.fixture
+def segment_plan_counts(monkeypatch):
+    """How many times the segment launchers planned (a plan-cache miss) during the test."""
+    yield _count_plans(monkeypatch, {"reduce": segment_ops, "scan": segment_ops})
+    runtime.clear()
+
+
+def _segment_sums(x, bounds):
+    return np.stack([x[a:b].sum(0) for a, b in zip(bounds[:-1], bounds[1:])])
+
+
+def test_a_repeated_segment_call_plans_once_and_stays_right(segment_plan_counts):
+    """The segment launchers take the plan path: the same metadata (shapes, strides, dtypes, the
+    number of segments, options) plans once, whatever the values of x and the boundaries, on
+    the direct path, through the torch op and through the launcher itself."""
+    for seed, bounds in enumerate(([0, 3, 3, 7], [0, 0, 5, 7], [0, 7, 7, 7])):
+        x = torch.randn(7, 5, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+        offsets = torch.tensor(bounds)
+        expected = _segment_sums(x.numpy(), bounds)
+        np.testing.assert_allclose(tritonml.segment_reduce(x, "sum", offsets=offsets).numpy(),
+                                   expected, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            segment_ops.segment_reduce_axis(x, record_of("SUM"), offsets, 0)[0].numpy(),
+            expected, rtol=1e-12, atol=1e-12)
+        got = torch.ops.tritonml.segment_reduce(x, offsets, "SUM", 0, False, None)   # the op
+        np.testing.assert_allclose(got.numpy(), expected, rtol=1e-12, atol=1e-12)
+        scanned = tritonml.segment_scan(x, "sum", offsets=offsets)
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            np.testing.assert_allclose(scanned[a:b].numpy(), np.cumsum(x[a:b].numpy(), 0),
+                                       rtol=1e-12, atol=1e-12)
+    assert segment_plan_counts == {"reduce": 1, "scan": 1}
+
+
+@pytest.mark.parametrize("change", ["segments", "shape", "dtype", "axis", "keepdims", "initial",
+                                    "initial's sign", "function"])
+def test_every_keyed_fact_of_a_segment_call_plans_anew(segment_plan_counts, change):
+    x, offsets = torch.ones(6, 3), torch.tensor([0, 2, 2, 6])
+    tritonml.segment_reduce(x, "sum", offsets=offsets, initial=0.0)
+    kwargs = dict(offsets=offsets, initial=0.0)
+    function = "sum"
+    if change == "segments":
+        kwargs["offsets"] = torch.tensor([0, 2, 6])
+    elif change == "shape":
+        x = torch.ones(6, 4)
+    elif change == "dtype":
+        x = x.double()
+    elif change == "axis":
+        x, kwargs["axis"] = x.t().contiguous(), 1
+    elif change == "keepdims":
+        kwargs["keepdims"] = True
+    elif change == "initial":
+        kwargs["initial"] = 1.0
+    elif change == "initial's sign":
+        kwargs["initial"] = -0.0   # equal to 0.0 to Python, but another kernel argument
+    else:
+        function = "max"
+    got = tritonml.segment_reduce(x, function, **kwargs)
+    assert segment_plan_counts["reduce"] == 2
+    bounds = kwargs["offsets"].tolist()
+    expected = _segment_sums(x.double().numpy(), bounds) + float(kwargs["initial"])
+    if function == "max":
+        expected = np.stack([np.maximum(x[a:b].double().numpy().max(0, initial=-np.inf),
+                                        kwargs["initial"]) for a, b in zip(bounds, bounds[1:])])
+    if change == "axis":
+        expected = _segment_sums(x.t().double().numpy(), bounds).T + kwargs["initial"]
+    if change == "keepdims":
+        expected = expected[:, None]
+    np.testing.assert_allclose(got.double().numpy(), expected)
+
+
+def test_segment_scans_check_out_pointers_on_every_call(segment_plan_counts):
+    buffer = torch.randn(2, 64)
+    x, offsets = buffer[0, :40], torch.tensor([0, 15, 40])
+    out = buffer[1, :40]
+    segment_ops.segment_scan_axis(x, scan_ops.SUM, offsets, 0, out=out)
+    np.testing.assert_allclose(out[15:].numpy(), np.cumsum(x[15:].double().numpy()), rtol=1e-5,
+                               atol=1e-5)
+    before = buffer.clone()
+    with _trace.record() as rec, pytest.raises(ValueError, match="out: partially overlaps"):
+        segment_ops.segment_scan_axis(x, scan_ops.SUM, offsets, 0, out=buffer[0, 10:50])
+    assert rec.launches == [] and torch.equal(buffer, before)
+    segment_ops.segment_scan_axis(x, scan_ops.SUM, offsets, 0, out=x)   # in place: x itself
+    np.testing.assert_allclose(x.numpy(), out.numpy(), rtol=1e-6)
+    assert segment_plan_counts["scan"] == 2   # (out is x plans apart)
+
+
+def test_launches_name_their_tensors():
+    """Every tensor argument of every planned launch is a named slot (``Slot``), bound by name
+    in one place (``steps.bind``); no launcher numbers its tensors."""
+    from tritonml.runtime import steps as _steps
+    runtime.clear()
+    x = torch.randn(4, 300)
+    tritonml.cumulative_sum(x, 1)
+    tritonml.reduce(x, "max", 1)
+    tritonml.segment_reduce(x, "sum", offsets=torch.tensor([0, 100, 300]), axis=1)
+    works = [plan.work for plan in _plan._plans.values()]
+    layout = tritonml.core.layout.axis_layout((4, 300), x.stride(), x.stride(), 1)
+    for config in (ScanConfig("lookback", 16, 4, 4), ScanConfig("chunked", 8, 4, chunk_tiles=3)):
+        works.append(scan_ops.scan_work(layout, scan_ops.SUM, x.dtype, False, False,
+                                        reverse=False, exclusive=False, config=config,
+                                        has_initial=True, store_carry=True))
+    reduce_layout = tritonml.core.layout.reduce_layout((4, 300), x.stride(), (1, 1), (1,), False)
+    works.append(reduce_ops.reduce_work(reduce_layout, record_of("SUM"), x.dtype, False, False,
+                                        ReduceConfig("split", 16, 1, splits=4, one_launch=True)))
+
+    def slots_of(arg):
+        return [arg] if not isinstance(arg, tuple) else [s for a in arg for s in slots_of(a)]
+    for work in works:
+        for step in work.steps:
+            assert all(isinstance(s, _steps.Slot) for arg in step.slots for s in slots_of(arg))
+        assert all(isinstance(space.slot, _steps.Slot) for space in work.workspaces)
+    assert len(works) == 6 and sum(len(w.workspaces) for w in works) >= 6
     runtime.clear()
 
 

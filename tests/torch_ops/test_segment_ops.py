@@ -231,6 +231,55 @@ def test_scan_and_integer_checks_raise_before_any_launch():
     assert rec.launches == []
 
 
+@pytest.fixture
+def check_counts(monkeypatch):
+    """How often x's check (``check_tensor``) and the boundaries' (``_check_boundary_tensor``)
+    ran since the last ``reset``; every call starts with no plans (a reused plan checks
+    nothing)."""
+    from tritonml import runtime
+    from tritonml.core import checks as _checks
+    counts = {"x": 0, "offsets": 0}
+    for module, name, kind in ((_checks, "check_tensor", "x"),
+                               (segment_launchers, "_check_boundary_tensor", "offsets")):
+        def counting(*args, _original=getattr(module, name), _kind=kind, **kwargs):
+            counts[_kind] += 1
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(module, name, counting)
+
+    def reset():
+        runtime.clear()
+        counts.update(x=0, offsets=0)
+    yield counts, reset
+    runtime.clear()
+
+
+def test_each_check_runs_once_per_call(check_counts):
+    """The public functions check before torch's dispatcher, the op passes its arguments through
+    and the launcher skips what the public function checked (``prechecked``): one check of x and
+    one of the boundaries a call, on the direct path and through the op alike. A launcher or op
+    called on its own checks everything, once."""
+    counts, reset = check_counts
+    x, offsets = torch.randn(6, 3, dtype=torch.float64), _offsets(0, 2, 6)
+    wants_grad = x.clone().requires_grad_()
+    calls = {
+        "reduce, direct": lambda: tritonml.segment_reduce(x, "max", offsets=offsets),
+        "reduce, through the op": lambda: tritonml.segment_reduce(wants_grad, "max",
+                                                                  offsets=offsets),
+        "reduce, lengths": lambda: tritonml.segment_reduce(x, "sum", lengths=_offsets(2, 4)),
+        "scan, direct": lambda: tritonml.segment_scan(x, "sum", offsets=offsets),
+        "scan, through the op": lambda: tritonml.segment_scan(wants_grad, "sum", offsets=offsets),
+        "a Reduction": lambda: tritonml.segment_reduce(x, tritonml.reductions.welford,
+                                                       offsets=offsets),
+        "the op alone": lambda: OPS.segment_reduce(x, offsets.int(), "SUM", 0, False, None),
+        "the launcher alone": lambda: segment_launchers.segment_scan_axis(
+            x, tritonml.launchers.scan.SUM, offsets, 0),
+    }
+    for name, call in calls.items():
+        reset()
+        call()
+        assert counts == {"x": 1, "offsets": 1}, name
+
+
 # ---------------------------------------------------------------------------------------------
 # Autograd: reverse and forward mode against finite differences (float64)
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ INT32_LIMIT = 2**31 - 1
 
 
 def needs_index_64(*reaches: int) -> bool:
-    """The one rule for offset width: a kernel computes offsets, indices and workspace slots in
+    """The one rule for offset width: a kernel computes offsets, indices and workspace positions in
     32 bits unless one of them can pass int32. ``reaches`` are the largest values a launch can
     form, counting the lanes of a last partial tile that lie past the end (masked off, but their
     addresses are still computed)."""
@@ -116,14 +116,14 @@ class AxisLayout(_Chains):
         """The axis, not the inner dim, is where the input's memory runs (the "rows" case)."""
         return self.inner_len == 1 or self.x_axis_stride <= self.x_inner_stride
 
-    def needs_index_64(self, block_axis: int, block_inner: int, workspace_slots: int = 0) -> bool:
+    def needs_index_64(self, block_axis: int, block_inner: int, workspace_len: int = 0) -> bool:
         """Masked lanes of the last tile reach one tile past the end of the axis and of the inner
-        dim; ``workspace_slots``: the look-back's per-tile vectors."""
+        dim; ``workspace_len``: the length of the look-back's per-tile vectors."""
         return needs_index_64(
             self.x_last + block_axis * self.x_axis_stride + block_inner * self.x_inner_stride,
             self.out_last + block_axis * self.out_axis_stride + block_inner * self.out_inner_stride,
             self.init_last + block_inner * self.init_inner_stride,
-            workspace_slots)
+            workspace_len)
 
     def kernel_args(self) -> tuple:
         """The scan kernels' layout arguments, in their order."""
@@ -214,15 +214,16 @@ class ReduceLayout(_Chains):
         return (self.inner_len == 1 or self.x_inner_stride == 0
                 or (red_stride != 0 and red_stride < self.x_inner_stride))
 
-    def needs_index_64(self, block_inner: int, reach: int, workspace_slots: int = 0) -> bool:
+    def needs_index_64(self, block_inner: int, reach: int, workspace_len: int = 0) -> bool:
         """``reach``: one past the largest flattened reduced position a program forms (masked
         tile lanes included), which is also the largest ARGMAX index; positions past the end
-        advance the outermost reduced dim, by at most the largest reduced stride each."""
+        advance the outermost reduced dim, by at most the largest reduced stride each;
+        ``workspace_len``: the length of each partial-state workspace of a split."""
         past_end = max(reach - self.red_len, 0) * max(self.x_red_strides)
         return needs_index_64(
             self.x_last + past_end + block_inner * self.x_inner_stride,
             self.out_last + block_inner * self.out_inner_stride,
-            reach, workspace_slots)
+            reach, workspace_len)
 
     def kernel_args(self) -> tuple:
         """The reduce kernel's layout arguments, in its order (after the split length)."""

@@ -139,8 +139,7 @@ def state_scan(combine_fn, xs: tuple, axis: int, *, reverse: bool, exclusive: bo
                       has_initial=initials is not None, store=store,
                       store_carry=carries is not None)
     try:
-        work.run(xs[0], outs[0], (*xs[1:], *outs[1:], *(initials if initials else xs),
-                                  *(carries if carries else xs)))
+        work.run(x=xs, out=outs, initial=initials, carry=carries)
     except Exception as error:
         # The user's own error, once, at its line (not Triton's wrappers around it).
         failure = _state_combine.combine_error(error, combine_fn, k)

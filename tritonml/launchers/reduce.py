@@ -77,7 +77,7 @@ def reduce_axes(x: torch.Tensor, axes, combine: ReduceRecord, *, keepdims: bool 
             x = x.contiguous()
             launch_reduce(x, out, plan.layout, combine, plan.config)
         else:
-            plan.work.run(x, out)
+            plan.work.run(x=x, out=out)
     return out
 
 
@@ -170,31 +170,16 @@ def launch_reduce(x, out, layout: ReduceLayout, combine: ReduceRecord,
     """Launch the kernels ``config`` names over an already validated, canonical layout: one launch,
     or two for a "split" without ``one_launch`` (partial states to a workspace, then one fold per
     chain)."""
-    reduce_work(layout, combine, x.dtype, x.is_neg(), out.is_neg(), config).run(x, out)
-
-
-@dataclass(frozen=True)
-class ReduceWork:
-    """``_steps.Work`` for kernels whose inputs, outputs and partial states are tuples of tensors:
-    each step's slots are tuples of slot numbers over (inputs..., outputs..., workspaces...)."""
-    inputs: int
-    outputs: int
-    workspaces: tuple
-    steps: tuple
-
-    def run(self, x, out, extra: tuple = ()) -> None:
-        """``x``, ``out``: the first input and output; ``extra``: the further inputs, then the
-        further outputs."""
-        _steps.run_steps(self.steps, [x, *extra[:self.inputs - 1], out, *extra[self.inputs - 1:]],
-                         self.workspaces, x)
+    reduce_work(layout, combine, x.dtype, x.is_neg(), out.is_neg(), config).run(x=x, out=out)
 
 
 def reduce_work(layout: ReduceLayout, combine, dtype, negate_x: bool, negate_out: bool,
-                config: ReduceConfig) -> ReduceWork:
+                config: ReduceConfig) -> _steps.Work:
     """The workspaces and launches ``launch_reduce`` runs, for inputs of ``dtype`` (one dtype, or a
     tuple of them for a ``tritonml.Reduction`` of several inputs); ``negate_x`` / ``negate_out``:
     the inputs / outputs are torch views with the negative bit (the memory holds the negated
-    values)."""
+    values). Tensor slots (``Work.run(x=xs, out=outs)``): ``x`` and ``out``, one per input and
+    output; the workspaces ``partial`` (one per state component) and ``arrivals``."""
     chains = layout.chains(config.block_inner)
     splits = config.splits
     if splits == 1:
@@ -202,10 +187,11 @@ def reduce_work(layout: ReduceLayout, combine, dtype, negate_x: bool, negate_out
     else:
         split_len = -(-layout.red_len // splits)
         split_len = max(1, -(-split_len // config.block_axis)) * config.block_axis
-    # Reduced positions a program may form (past the end, by the last tile) and workspace slots.
+    # Reduced positions a program may form (past the end, by the last tile), and the length of
+    # each partial-state workspace.
     reach = max(splits * split_len, layout.red_len) + config.block_axis
-    slots = chains * splits * config.block_inner if splits > 1 else 0
-    index_64 = layout.needs_index_64(config.block_inner, reach, slots)
+    partial_len = chains * splits * config.block_inner if splits > 1 else 0
+    index_64 = layout.needs_index_64(config.block_inner, reach, partial_len)
     dtypes = dtype if isinstance(dtype, tuple) else (dtype,)
     load_dtypes, state_dtypes, identities = combine.kernel_state(dtypes, index_64)
     inputs, outputs = len(dtypes), combine.outputs
@@ -222,41 +208,42 @@ def reduce_work(layout: ReduceLayout, combine, dtype, negate_x: bool, negate_out
                 NEGATE_X=negate_x, BLOCK_AXIS=config.block_axis, BLOCK_INNER=config.block_inner,
                 num_warps=config.num_warps)
     args = (layout.red_len, split_len, *layout.kernel_args())
-    xs = tuple(range(inputs))
-    outs = tuple(range(inputs, inputs + outputs))
-    parts = tuple(range(inputs + outputs, inputs + outputs + len(state_dtypes)))
+    x, out = _steps.slots("x", inputs), _steps.slots("out", outputs)
+    partial = _steps.slots("partial", len(state_dtypes))
     if tuples:
-        x_slot, out_slot, state_slot, aux_slot = xs, outs, parts, ()
+        x_arg, out_arg, state_arg, aux_arg = x, out, partial, ()
     else:
         # one input, one output: a component without a workspace gets any tensor, never touched
-        x_slot, out_slot = xs[0], outs[0]
-        state_slot = parts[0] if parts and splits > 1 else out_slot
-        aux_slot = parts[1] if len(parts) > 1 and splits > 1 else state_slot
+        x_arg, out_arg = x[0], out[0]
+        state_arg = partial[0] if partial and splits > 1 else out_arg
+        aux_arg = partial[1] if len(partial) > 1 and splits > 1 else state_arg
     if splits == 1:
         step = _steps.step(reduce_kernel, (chains, 1),
-                           (x_slot, out_slot, out_slot, out_slot, outs[0]) if not tuples
-                           else (x_slot, out_slot, (), (), outs[0]), args,
+                           (x_arg, out_arg, out_arg, out_arg, out[0]) if not tuples
+                           else (x_arg, out_arg, (), (), out[0]), args,
                            dict(WRITE_PARTIAL=False, FOLD_LAST=False, NEGATE_OUT=negate_out,
                                 BLOCK_SPLIT=1, **meta))
-        return ReduceWork(inputs, outputs, (), (step,))
-    workspaces = tuple(_steps.Workspace(slots, TORCH_DTYPE[d]) for d in state_dtypes)
+        return _steps.Work((), (step,))
+    workspaces = tuple(_steps.Workspace(s, partial_len, TORCH_DTYPE[d])
+                       for s, d in zip(partial, state_dtypes))
     if config.one_launch:
         # The chain's last program folds: one arrival counter per chain, left at 0.
-        arrivals = inputs + outputs + len(state_dtypes)
-        workspaces += (_steps.Workspace(chains, torch.int32, resident=_resident.ARRIVALS),)
+        arrivals = _steps.Slot("arrivals")
+        workspaces += (_steps.Workspace(arrivals, chains, torch.int32,
+                                        resident=_resident.ARRIVALS),)
         step = _steps.step(reduce_kernel, (chains, splits),
-                           (x_slot, out_slot, state_slot, aux_slot, arrivals), args,
+                           (x_arg, out_arg, state_arg, aux_arg, arrivals), args,
                            dict(WRITE_PARTIAL=True, FOLD_LAST=True, NEGATE_OUT=negate_out,
                                 BLOCK_SPLIT=config.block_split, **meta))
-        return ReduceWork(inputs, outputs, workspaces, (step,))
+        return _steps.Work(workspaces, (step,))
     partials = _steps.step(reduce_kernel, (chains, splits),
-                           (x_slot, out_slot, state_slot, aux_slot, outs[0]), args,
+                           (x_arg, out_arg, state_arg, aux_arg, out[0]), args,
                            dict(WRITE_PARTIAL=True, FOLD_LAST=False, NEGATE_OUT=False,
                                 BLOCK_SPLIT=1, **meta))
-    fold = _steps.step(reduce_partials_kernel, (chains,), (state_slot, aux_slot, out_slot),
+    fold = _steps.step(reduce_partials_kernel, (chains,), (state_arg, aux_arg, out_arg),
                        (splits, layout.red_len, layout.inner_len, layout.outer_sizes,
                         layout.out_inner_stride, layout.out_outer_strides),
                        dict(**functions, **state, NEGATE_OUT=negate_out, INDEX_64=index_64,
                             BLOCK_SPLIT=config.block_split, BLOCK_INNER=config.block_inner,
                             num_warps=config.num_warps))
-    return ReduceWork(inputs, outputs, workspaces, (partials, fold))
+    return _steps.Work(workspaces, (partials, fold))

@@ -81,7 +81,7 @@ def reduce_with_axes(reduction, xs, axes, *, keepdims: bool = True,
         if plan.copy_inputs:
             xs = tuple(t.contiguous() for t in xs)
         xs = tuple(t.resolve_neg() for t in xs)   # the kernels read every input unnegated
-        plan.work.run(xs[0], outs[0], xs[1:] + outs[1:])
+        plan.work.run(x=xs, out=outs)
     return outs
 
 

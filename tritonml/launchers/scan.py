@@ -66,8 +66,7 @@ def cumulative_scan(x: torch.Tensor, axis: int, combine: ScanCombine, *, reverse
         # the same dimension.
         out = torch.empty_strided(x.shape, plan.out_strides, dtype=x.dtype, device=x.device)
     if plan.work is not None:
-        plan.work.run(x, out, (initial if initial is not None else x,
-                               carry if carry is not None else x))
+        plan.work.run(x=x, out=out, initial=initial, carry=carry)
     elif carry is not None:
         empty_carry(carry, initial, combine.identity)
     return (out, carry) if return_carry else out
@@ -157,6 +156,6 @@ def launch_scan(x, out, layout, combine: ScanCombine, *, reverse: bool, exclusiv
     scan_work(layout, combine, x.dtype, x.is_neg(), out.is_neg(), reverse=reverse,
               exclusive=exclusive, config=config, has_initial=has_initial,
               negate_init=has_initial and initial.is_neg(),
-              ).run(x, out, (initial if has_initial else x, x))
+              ).run(x=x, out=out, initial=initial)
 
 

@@ -54,9 +54,9 @@ def scan_work(layout, combine: ScanCombine, dtype: torch.dtype, negate_x: bool, 
     """The workspaces and launch of a scan of x of ``dtype`` under the record ``combine``
     (tritonml/records/builtin_scans.py): its kernel forms, identity and state dtype.
     ``negate_x`` / ``negate_out`` / ``negate_init``: x / out / initial is a torch view with the
-    negative bit (the memory holds the negated values). The launch reads the initial from tensor
-    slot 2 and writes the carry (``store_carry``) to slot 3 (``Work.run`` gets them, or x as an
-    unused placeholder): the one-component case of ``state_work``."""
+    negative bit (the memory holds the negated values). The launch reads the initial from the
+    slot ``initial`` and writes the carry (``store_carry``) to ``carry``: the one-component case
+    of ``state_work``."""
     combine_fn, scan_fn = combine.forms()
     state_dtype = combine.state_dtype(dtype)
     return state_work((layout,), combine_fn, scan_fn, (combine.identity,), (TL_DTYPE[state_dtype],),
@@ -83,19 +83,20 @@ def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], a
     ``store_carry``: each scan also writes its last inclusive state, in the accumulation dtypes,
     to carry tensors laid out like the initials (the layouts' init strides).
 
-    Tensor slots (``Work.run(xs[0], outs[0], (*xs[1:], *outs[1:], *initials, *carries))``): x_i
-    is 0, 2, ..., k; out_i 1, k + 1, ..., 2k - 1; initial_i 2k + i, carry_i 3k + i (x_i stands in
-    for either when there is none); then the look-back's status words and its k aggregate and k
-    prefix workspaces."""
+    Tensor slots (``Work.run(x=xs, out=outs, initial=initials, carry=carries)``): ``x``,
+    ``out``, ``initial`` (``has_initial``) and ``carry`` (``store_carry``), one of each per
+    component (x_i stands in for an initial or a carry there is none of: never read or written);
+    the workspaces ``status`` (the look-back's status words), and per component ``aggregate``
+    and ``prefix`` (look-back) or ``published`` (chunked)."""
     k = len(layouts)
     layout = layouts[0]
     chains = layout.chains(config.block_inner)
     tiles_per_chain = -(-layout.axis_len // config.block_axis)
     tiles = chains * tiles_per_chain
     chunks = chains * -(-tiles_per_chain // config.chunk_tiles)
-    workspace_slots = {"lookback": tiles, "chunked": chunks}.get(config.regime, 0) \
+    workspace_len = {"lookback": tiles, "chunked": chunks}.get(config.regime, 0) \
         * config.block_inner
-    index_64 = any(lay.needs_index_64(config.block_axis, config.block_inner, workspace_slots)
+    index_64 = any(lay.needs_index_64(config.block_axis, config.block_inner, workspace_len)
                    for lay in layouts)
     flagged = identity is None
     meta = dict(COMBINE=combine_fn, SCAN_COMBINE=scan_fn,
@@ -112,37 +113,34 @@ def state_work(layouts: tuple, combine_fn, scan_fn, identity: Optional[tuple], a
         # one component: plain tensors, which torch's Triton-kernel tracing can see
         # (tritonml/kernels/scan.py, _PTR_TUPLES_WHY)
         return slots if k > 1 else slots[0]
-    x_slots = pointers((0, *range(2, k + 1)))
-    out_slots = pointers((1, *range(k + 1, 2 * k)))
-    init_slots = pointers(tuple(range(2 * k, 3 * k)))
-    carry_slots = pointers(tuple(range(3 * k, 4 * k)))
+    x, out = _steps.slots("x", k), _steps.slots("out", k)
+    init = _steps.slots("initial", k) if has_initial else x
+    carry = _steps.slots("carry", k) if store_carry else x
+    tensors = tuple(pointers(s) for s in (x, out, init, carry))
     args = layout_args(layouts)
+    status = _steps.Slot("status")
     if config.regime == "lookback":
-        status = 4 * k
-        workspaces = (_steps.Workspace(2 + tiles, torch.int32,                # status words
+        aggregates, prefixes = _steps.slots("aggregate", k), _steps.slots("prefix", k)
+        workspaces = (_steps.Workspace(status, 2 + tiles, torch.int32,
                                        resident=_resident.LOOKBACK),
-                      *(_steps.Workspace(tiles * config.block_inner, acc)      # aggregates
-                        for acc in acc_torch_dtypes),
-                      *(_steps.Workspace(tiles * config.block_inner, acc)      # prefixes
-                        for acc in acc_torch_dtypes))
-        slots = (x_slots, out_slots, init_slots, carry_slots, status,
-                 pointers(tuple(range(status + 1, status + 1 + k))),
-                 pointers(tuple(range(status + 1 + k, status + 1 + 2 * k))))
-        step = _steps.step(scan_lookback_kernel, (tiles,), slots, args, meta)
+                      *(_steps.Workspace(s, tiles * config.block_inner, acc)
+                        for s, acc in zip(aggregates, acc_torch_dtypes)),
+                      *(_steps.Workspace(s, tiles * config.block_inner, acc)
+                        for s, acc in zip(prefixes, acc_torch_dtypes)))
+        step = _steps.step(scan_lookback_kernel, (tiles,),
+                           (*tensors, status, pointers(aggregates), pointers(prefixes)), args, meta)
         return _steps.Work(workspaces, (step,))
     if config.regime == "chunked":
-        status = 4 * k
-        workspaces = (_steps.Workspace(2 + chunks, torch.int32,               # status words
+        published = _steps.slots("published", k)
+        workspaces = (_steps.Workspace(status, 2 + chunks, torch.int32,
                                        resident=_resident.LOOKBACK),
-                      *(_steps.Workspace(chunks * config.block_inner, acc)    # published vectors
-                        for acc in acc_torch_dtypes))
-        slots = (x_slots, out_slots, init_slots, carry_slots, status,
-                 pointers(tuple(range(status + 1, status + 1 + k))))
-        step = _steps.step(scan_chunked_kernel, (chunks,), slots, (*args, config.chunk_tiles),
+                      *(_steps.Workspace(s, chunks * config.block_inner, acc)
+                        for s, acc in zip(published, acc_torch_dtypes)))
+        step = _steps.step(scan_chunked_kernel, (chunks,), (*tensors, status, pointers(published)),
+                           (*args, config.chunk_tiles),
                            dict(COMMUTATIVE=commutative, WINDOW=config.window, **meta))
         return _steps.Work(workspaces, (step,))
-    step = _steps.step(scan_tiled_kernel, (chains,), (x_slots, out_slots, init_slots, carry_slots),
-                       args, meta)
+    step = _steps.step(scan_tiled_kernel, (chains,), tensors, args, meta)
     return _steps.Work((), (step,))
 
 

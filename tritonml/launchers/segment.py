@@ -2,10 +2,10 @@
 (``tritonml.segment_reduce``, ``tritonml.segment_scan``, ``tritonml.associative_scan(...,
 offsets=)``), on the one segment kernel (tritonml/kernels/segment.py).
 
-Segments: ``offsets`` is an int64, contiguous, 1-D tensor of n + 1 non-decreasing boundaries on
-x's device, offsets[0] == 0 and offsets[-1] == x.shape[axis] (``segment_offsets`` makes and checks
-it from ``offsets`` or ``lengths``); segment i is x.narrow(axis, offsets[i], offsets[i+1] -
-offsets[i]).
+Segments: ``offsets`` is a 1-D integer tensor of n + 1 non-decreasing boundaries on x's device,
+offsets[0] == 0 and offsets[-1] == x.shape[axis] (``segment_offsets`` makes and checks it, int64
+and contiguous, from ``offsets`` or ``lengths``); segment i is x.narrow(axis, offsets[i],
+offsets[i+1] - offsets[i]).
 
 - ``segment_reduce_axis``: result i along ``axis`` is the reduction of segment i; shape x.shape
   with the axis n long (``keepdims``: n x 1). ``initial`` (SUM, MULTIPLY, MAX, MIN, AVERAGE; a
@@ -20,14 +20,28 @@ offsets[i]).
 - ``segment_associative_scan``: ``tritonml.associative_scan`` with the same restarts.
 
 Value checks of ``offsets`` read its values (on a GPU, a sync): ``check_values=False`` skips
-them, as under torch.compile; the kernel then trusts the boundaries.
+them, as under torch.compile; the kernel then trusts the boundaries. The launchers check the
+boundaries' metadata as ``segment_offsets`` does (not their values) and read them as int64.
+
+``segment_reduce_axis`` and ``segment_scan_axis`` take the plan path of the other launchers
+(``tritonml.runtime.plan``): checks, layout, config and the kernel's arguments are derived once
+per call metadata and remembered. Each check runs once per call: the public functions
+(tritonml/torch_ops/segment.py) check their arguments before torch's dispatcher and call the
+launcher, directly or through the torch op (which passes its arguments through), inside
+``prechecked(x, offsets)`` (tritonml/launchers/scan_checks.py); a launch of exactly those tensors
+then skips the checks the public function ran (x, axis, flags, offsets, the reduction's dtype
+check, ``initial``). Any other call (a vmap rule's tensors, a direct ``torch.ops`` or launcher
+call) checks everything.
 """
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Optional
 
 import torch
 
+from tritonml_autotune import devices
 from tritonml_autotune.configs import SegmentConfig
 from tritonml_autotune.segments import segment_config
 
@@ -36,7 +50,8 @@ from ..core.dtypes import ACC_TORCH_DTYPE, TL_DTYPE, TORCH_DTYPE
 from ..kernels import combine as _combine
 from ..kernels.segment import segment_kernel
 from ..records.builtin_reductions import RECORDS, ReduceRecord, record_of
-from ..runtime import relaunch as _relaunch, resident as _resident, steps as _steps
+from ..runtime import (plan as _plan, relaunch as _relaunch, resident as _resident,
+                       steps as _steps)
 from ..records import state_combine as _state_combine
 from . import scan_checks as _scan_checks
 from ..records.reduction import Reduction
@@ -120,13 +135,9 @@ def _check_values(offsets, lengths, axis_len: int) -> None:
                          f"x.shape[axis] = {axis_len}")
 
 
-def _check_offsets_meta(offsets: torch.Tensor, device) -> None:
-    if (not isinstance(offsets, torch.Tensor) or offsets.dtype != torch.int64
-            or offsets.dim() != 1 or offsets.numel() < 1 or not offsets.is_contiguous()):
-        raise ValueError("offsets: expected the int64, contiguous, 1-D boundaries "
-                         "segment_offsets returns")
-    if offsets.device != device:
-        raise ValueError(f"offsets: is on {offsets.device} but x is on {device}")
+def _boundaries(offsets: torch.Tensor) -> torch.Tensor:
+    """The int64 contiguous boundaries the kernel reads (``offsets`` itself when it is)."""
+    return offsets.to(torch.int64).contiguous()
 
 
 def _inputs(xs, name: str = "x") -> tuple:
@@ -148,59 +159,63 @@ def _inputs(xs, name: str = "x") -> tuple:
 # ---------------------------------------------------------------------------------------------
 # layout and launch
 # ---------------------------------------------------------------------------------------------
-def _layout_args(shape, axis: int, xs: tuple, outs: tuple) -> tuple:
-    """The kernel's layout arguments for inputs ``xs`` and outputs ``outs`` that share every dim
-    but ``axis`` (outs' axis runs over segments in a reduction): outer dims x axis x inner, the
-    other dims merged where every tensor allows."""
-    tensors = xs + outs
+def _layout_args(shape, axis: int, x_strides: tuple, out_strides: tuple) -> tuple:
+    """The kernel's layout arguments for inputs and outputs of strides ``x_strides`` /
+    ``out_strides`` (one tuple per tensor) that share every dim but ``axis`` (outs' axis runs over
+    segments in a reduction): outer dims x axis x inner, the other dims merged where every tensor
+    allows."""
+    strides = x_strides + out_strides
     others = [d for d in range(len(shape)) if d != axis]
-    dims = _layout.merge_dims([(shape[d], tuple(t.stride(d) for t in tensors)) for d in others])
-    inner_len, inner_columns = dims[-1] if dims else (1, (0,) * len(tensors))
+    dims = _layout.merge_dims([(shape[d], tuple(st[d] for st in strides)) for d in others])
+    inner_len, inner_columns = dims[-1] if dims else (1, (0,) * len(strides))
     outer = dims[:-1]
     outer_sizes = _layout._pad((d[0] for d in outer), _layout.MAX_OUTER_DIMS, 1)
 
     def outer_strides(c):
         return _layout._pad((d[1][c] for d in outer), _layout.MAX_OUTER_DIMS, 0)
-    k = len(xs)
+    k = len(x_strides)
     return (shape[axis], inner_len, outer_sizes,
-            tuple(t.stride(axis) for t in xs), inner_columns[:k],
+            tuple(st[axis] for st in x_strides), inner_columns[:k],
             tuple(outer_strides(c) for c in range(k)),
-            tuple(t.stride(axis) for t in outs), inner_columns[k:],
-            tuple(outer_strides(k + c) for c in range(len(outs))))
+            tuple(st[axis] for st in out_strides), inner_columns[k:],
+            tuple(outer_strides(k + c) for c in range(len(out_strides))))
 
 
-def _launch(xs: tuple, outs: tuple, offsets: torch.Tensor, axis: int, *, prepare, merge,
-            finish, load_dtypes: tuple, state_dtypes: tuple, identity: tuple, scan: bool,
-            exclusive: bool = False, reverse: bool = False, initial=None,
-            empty_index: bool = False, commutative: bool = True, along=None,
-            config: Optional[SegmentConfig] = None) -> None:
-    """Run the segment kernel over ``xs`` into ``outs`` (``state_dtypes``: torch dtypes, one per
-    state component; ``load_dtypes``: one per input). ``commutative``: ``merge`` may fold a
+def _segment_work(shape: tuple, out_shape: tuple, axis: int, x_strides: tuple,
+                  out_strides: tuple, n_segments: int, device, *, prepare, merge, finish,
+                  load_dtypes: tuple, state_dtypes: tuple, identity: tuple, scan: bool,
+                  exclusive: bool = False, reverse: bool = False, initial=None,
+                  empty_index: bool = False, commutative: bool = True, along=None,
+                  config: Optional[SegmentConfig] = None) -> _steps.Work:
+    """The launch of the segment kernel over inputs of ``shape`` and ``x_strides`` (one per
+    input) into outputs of ``out_shape`` and ``out_strides`` (``state_dtypes``: torch dtypes, one
+    per state component; ``load_dtypes``: one per input). ``commutative``: ``merge`` may fold a
     segment's elements in any fixed order (the reductions, whose merges the reduce kernels fold in
     a tree, and the sum and product scans), not only in traversal order (a user's combine);
     ``along(state, merge)`` then folds a tile's rows (a reduction's own, as the reduce kernels
-    use it; ``merge_along`` where None)."""
-    x = xs[0]
-    shape = tuple(x.shape)
-    args = _layout_args(shape, axis, xs, outs)
+    use it; ``merge_along`` where None).
+
+    Tensor slots (``Work.run(x=xs, out=outs, offsets=offsets)``): ``x`` and ``out``, one per
+    input and output, ``offsets``; the workspaces ``status`` (the look-back's status words) and
+    ``tail`` (one per state component)."""
+    args = _layout_args(shape, axis, x_strides, out_strides)
     axis_len, inner_len, outer_sizes = args[:3]
-    outer_len = 1
-    for size in outer_sizes:
-        outer_len *= size
+    outer_len = math.prod(outer_sizes)
     if config is None:
         state_bytes = sum(d.itemsize for d in state_dtypes)
-        config = segment_config(axis_len, inner_len, outer_len, state_bytes, x.device.type,
-                                x.device, scan=scan)
+        config = segment_config(axis_len, inner_len, outer_len, state_bytes, device.type,
+                                device, scan=scan)
     block_axis, block_inner = config.block_axis, config.block_inner
     chains = outer_len * -(-inner_len // block_inner)
     tiles = max(1, -(-axis_len // block_axis))
     programs = chains * -(-tiles // config.chunk_tiles)
-    n_segments = offsets.numel() - 1
     inner_strides = (*args[4], *args[7])
-    reaches = [_layout.last_offset(t.shape, t.stride())
-               + block_axis * config.fold_tiles * abs(t.stride(axis))
+    shapes = (shape,) * len(x_strides) + (out_shape,) * len(out_strides)
+    reaches = [_layout.last_offset(t_shape, strides)
+               + block_axis * config.fold_tiles * abs(strides[axis])
                + block_inner * abs(inner_stride)
-               for t, inner_stride in zip(xs + outs, inner_strides)]
+               for t_shape, strides, inner_stride
+               in zip(shapes, x_strides + out_strides, inner_strides)]
     index_64 = _layout.needs_index_64(*reaches, axis_len + block_axis * config.fold_tiles,
                                       n_segments + config.boundary_block + 1,
                                       programs * block_inner)
@@ -215,24 +230,27 @@ def _launch(xs: tuple, outs: tuple, offsets: torch.Tensor, axis: int, *, prepare
                 BLOCK_AXIS=block_axis, BOUNDARY_BLOCK=config.boundary_block,
                 BLOCK_INNER=block_inner, WINDOW=config.window, FOLD_TILES=config.fold_tiles,
                 COMMUTATIVE=commutative,
-                PTR_TUPLES=len(xs) > 1 or len(outs) > 1 or len(state_dtypes) > 1,
+                PTR_TUPLES=len(x_strides) > 1 or len(out_strides) > 1 or len(state_dtypes) > 1,
                 num_warps=config.num_warps)
     if config.maxnreg is not None:
         meta["maxnreg"] = config.maxnreg
-    tuples = meta["PTR_TUPLES"]
-    # tensor slots: x0, out0, offsets, x1.., out1.., then the status words and the tails
-    k_in, k_out, k_state = len(xs), len(outs), len(state_dtypes)
-    x_slots = (0, *range(3, 2 + k_in))
-    out_slots = (1, *range(2 + k_in, 1 + k_in + k_out))
-    status = 1 + k_in + k_out
-    tail_slots = tuple(range(status + 1, status + 1 + k_state))
-    workspaces = (_steps.Workspace(2 + programs, torch.int32, resident=_resident.LOOKBACK),
-                  *(_steps.Workspace(programs * block_inner, d) for d in state_dtypes))
-    slots = (x_slots if tuples else 0, out_slots if tuples else 1, 2, status,
-             tail_slots if tuples else tail_slots[0])
+    x, out = _steps.slots("x", len(x_strides)), _steps.slots("out", len(out_strides))
+    status, tail_spaces = _steps.Slot("status"), _steps.slots("tail", len(state_dtypes))
+    workspaces = (_steps.Workspace(status, 2 + programs, torch.int32, resident=_resident.LOOKBACK),
+                  *(_steps.Workspace(s, programs * block_inner, d)
+                    for s, d in zip(tail_spaces, state_dtypes)))
+    if not meta["PTR_TUPLES"]:   # one pointer each: plain tensors
+        x, out, tail_spaces = x[0], out[0], tail_spaces[0]
     tail = (*args, n_segments, config.chunk_tiles, initial if initial is not None else 0)
-    step = _steps.step(segment_kernel, (programs,), slots, tail, meta)
-    _steps.Work(workspaces, (step,)).run(x, outs[0], (offsets, *xs[1:], *outs[1:]))
+    step = _steps.step(segment_kernel, (programs,),
+                       (x, out, _steps.Slot("offsets"), status, tail_spaces), tail, meta)
+    return _steps.Work(workspaces, (step,))
+
+
+def _resolved_strides(t: torch.Tensor) -> tuple:
+    """The strides ``t.resolve_neg()`` has (the kernel reads every input unnegated): a negative
+    view's copy is laid out as ``torch.empty_like`` lays it out."""
+    return tuple((torch.empty_like(t, device="meta") if t.is_neg() else t).stride())
 
 
 def _fold_along(record: ScanCombine):
@@ -252,50 +270,103 @@ def _config(config) -> Optional[SegmentConfig]:
 # ---------------------------------------------------------------------------------------------
 # the three operations
 # ---------------------------------------------------------------------------------------------
+def _key(kind: str, record, tensors: tuple, options: tuple):
+    """The plan key of a call (``tritonml.runtime.plan``), or None when some metadata cannot be
+    keyed (the call is planned afresh)."""
+    keys = (*(_plan.tensor_key(t) if t is not None else () for t in tensors),
+            *(_plan.option_key(o) for o in options))
+    if None in keys:
+        return None
+    return (kind, record, keys, torch.is_grad_enabled(), devices.active())
+
+
+@dataclass(frozen=True)
+class _SegmentPlan:
+    """A validated call's canonical form (``tritonml.runtime.plan``)."""
+    axis: int
+    out_shape: tuple          # a reduction: each output's, the axis n long (before keepdims)
+    out_dtypes: tuple
+    out_strides: tuple        # a scan: its result's when not out itself (x's, as empty_like)
+    spans: Optional[tuple]    # a scan's given out: (span_bytes(out), span_bytes(x))
+    work: Optional[_steps.Work]   # None: nothing to launch (an empty result)
+
+
 def segment_reduce_axis(xs, reduction: Reduction, offsets: torch.Tensor, axis: int, *,
                         initial=None, keepdims: bool = False,
                         config: Optional[SegmentConfig] = None) -> tuple:
     """Segmented reduction of the tensor(s) ``xs`` (``reduction.inputs`` of them) with a
-    ``Reduction`` (a built-in ``ReduceRecord`` or a user's); returns a tuple of outputs."""
+    ``Reduction`` (a built-in ``ReduceRecord`` or a user's); returns a tuple of outputs.
+    ``offsets``: the boundaries, a 1-D integer tensor on x's device (their values unchecked:
+    ``segment_offsets`` checks them)."""
+    public = _scan_checks.take_prechecked(xs, offsets)
+    key = None
+    tensors = (xs,) if isinstance(xs, torch.Tensor) else xs
+    if config is None and isinstance(reduction, Reduction) and isinstance(tensors, (tuple, list)):
+        key = _key("segment_reduce", reduction, (*tensors, offsets), (axis, keepdims, initial))
+    plan, _ = _plan.lookup(key, lambda: _plan_reduce(xs, reduction, offsets, axis, initial,
+                                                     keepdims, config, public))
+    xs = (xs,) if isinstance(xs, torch.Tensor) else tuple(xs)
+    outs = tuple(torch.empty(plan.out_shape, dtype=d, device=xs[0].device)
+                 for d in plan.out_dtypes)
+    if plan.work is not None:
+        plan.work.run(x=tuple(t.resolve_neg() for t in xs), out=outs,
+                      offsets=_boundaries(offsets))
+    if keepdims:
+        outs = tuple(o.unsqueeze(plan.axis + 1) for o in outs)
+    return outs
+
+
+def _plan_reduce(xs, reduction, offsets, axis, initial, keepdims, config,
+                 public: bool) -> _SegmentPlan:
+    """``public``: the public function has checked all but ``reduction`` and ``config``
+    (``prechecked``, the module docstring)."""
+    # --- validate (nothing is launched or written before every check has passed) ---
     if not isinstance(reduction, Reduction):
         raise TypeError(f"function: expected a tritonml.Reduction, got "
                         f"{type(reduction).__name__}")
-    xs = _inputs(xs)
-    if len(xs) != reduction.inputs:
-        raise ValueError(f"x: {reduction.name} reduces {reduction.inputs} tensor(s), got "
-                         f"{len(xs)}")
-    axis = _checks.normalize_axis(axis, xs[0].dim())
-    keepdims = _checks.check_bool("keepdims", keepdims)
-    _check_offsets_meta(offsets, xs[0].device)
+    if public:
+        xs = (xs,) if isinstance(xs, torch.Tensor) else tuple(xs)
+    else:
+        xs = _inputs(xs)
     dtypes = tuple(t.dtype for t in xs)
-    if reduction.check is not None:
-        reduction.check(dtypes)
     # an index function's empty segment holds the axis length (a user's Reduction: finish's)
     record = reduction if isinstance(reduction, ReduceRecord) else None
-    empty_index = record is not None and record.returns_index
-    if initial is not None:
-        if record is None or not record.takes_initial:
-            raise ValueError(f"initial: defined for {initial_takers()} only (torch."
-                             f"segment_reduce's), not {reduction.name}")
-        if type(initial) not in (int, float):
-            raise TypeError(f"initial: expected a Python int or float, got "
-                            f"{type(initial).__name__}")
+    if not public:
+        if len(xs) != reduction.inputs:
+            raise ValueError(f"x: {reduction.name} reduces {reduction.inputs} tensor(s), got "
+                             f"{len(xs)}")
+        axis = _checks.normalize_axis(axis, xs[0].dim())
+        keepdims = _checks.check_bool("keepdims", keepdims)
+        _check_boundary_tensor("offsets", offsets, xs[0].device)
+        if reduction.check is not None:
+            reduction.check(dtypes)
+        if initial is not None:
+            if record is None or not record.takes_initial:
+                raise ValueError(f"initial: defined for {initial_takers()} only (torch."
+                                 f"segment_reduce's), not {reduction.name}")
+            if type(initial) not in (int, float):
+                raise TypeError(f"initial: expected a Python int or float, got "
+                                f"{type(initial).__name__}")
     config = _config(config)
-    shape = list(xs[0].shape)
-    shape[axis] = offsets.numel() - 1
-    outs = tuple(torch.empty(shape, dtype=d, device=xs[0].device)
-                 for d in reduction.output_dtypes(dtypes))
-    if outs[0].numel():
+
+    # --- the outputs and the launch ---
+    shape = tuple(xs[0].shape)
+    out_shape = (*shape[:axis], offsets.numel() - 1, *shape[axis + 1:])
+    out_dtypes = tuple(reduction.output_dtypes(dtypes))
+    work = None
+    if math.prod(out_shape):
         load, state, identity = reduction.kernel_state(dtypes, True)
-        _launch(tuple(t.resolve_neg() for t in xs), outs, offsets, axis,
-                prepare=reduction.prepare, merge=reduction.merge, finish=reduction.finish,
-                load_dtypes=tuple(TORCH_DTYPE[d] for d in load),
-                state_dtypes=tuple(TORCH_DTYPE[d] for d in state), identity=identity,
-                scan=False, initial=initial, empty_index=empty_index,
-                along=reduction.along, config=config)
-    if keepdims:
-        outs = tuple(o.unsqueeze(axis + 1) for o in outs)
-    return outs
+        out_strides = tuple(torch.empty(out_shape, device="meta").stride())
+        work = _segment_work(shape, out_shape, axis, tuple(_resolved_strides(t) for t in xs),
+                             (out_strides,) * len(out_dtypes), offsets.numel() - 1,
+                             xs[0].device, prepare=reduction.prepare, merge=reduction.merge,
+                             finish=reduction.finish,
+                             load_dtypes=tuple(TORCH_DTYPE[d] for d in load),
+                             state_dtypes=tuple(TORCH_DTYPE[d] for d in state),
+                             identity=identity, scan=False, initial=initial,
+                             empty_index=record is not None and record.returns_index,
+                             along=reduction.along, config=config)
+    return _SegmentPlan(axis, out_shape, out_dtypes, (), None, work)
 
 
 def segment_scan_axis(x: torch.Tensor, record: ScanCombine, offsets: torch.Tensor, axis: int, *,
@@ -303,29 +374,62 @@ def segment_scan_axis(x: torch.Tensor, record: ScanCombine, offsets: torch.Tenso
                       out: Optional[torch.Tensor] = None,
                       config: Optional[SegmentConfig] = None) -> torch.Tensor:
     """Segmented scan of ``x`` along ``axis`` with a ``ScanCombine`` record (SUM or PRODUCT);
-    ``out`` (optional): x's shape and dtype, may be x itself."""
-    if not isinstance(record, ScanCombine):
-        raise TypeError(f"function: expected a ScanCombine record, got {type(record).__name__}")
-    (x,) = _inputs(x)
-    axis = _checks.normalize_axis(axis, x.dim())
-    reverse = _checks.check_bool("reverse", reverse)
-    exclusive = _checks.check_bool("exclusive", exclusive)
-    _check_offsets_meta(offsets, x.device)
-    if out is not None:
-        _checks.check_out(out, x, shape=tuple(x.shape), dtype=x.dtype, allow_alias_of=x)
-    config = _config(config)
-    result = torch.empty_like(x) if out is None or out.is_neg() else out
-    if x.numel():
-        state = record.state_dtype(x.dtype)
-        merge, _ = record.forms()
-        _launch((x.resolve_neg(),), (result,), offsets, axis, prepare=_combine.keep_inputs,
-                merge=merge, finish=_combine.finish_value, load_dtypes=(state,),
-                state_dtypes=(state,), identity=(record.identity,), scan=True,
-                exclusive=exclusive, reverse=reverse, along=_fold_along(record), config=config)
+    ``out`` (optional): x's shape and dtype, may be x itself. ``offsets`` as for
+    ``segment_reduce_axis``."""
+    public = _scan_checks.take_prechecked(x, offsets)
+    key = None
+    if config is None and isinstance(record, ScanCombine):
+        key = _key("segment_scan", record, (x, offsets, out),
+                   (axis, reverse, exclusive, out is x))
+    plan, built = _plan.lookup(key, lambda: _plan_scan(x, record, offsets, axis, reverse,
+                                                       exclusive, out, config, public))
+    if out is not None and not built:
+        _checks.check_out_overlap(out, x, allow_alias_of=x, spans=plan.spans)
+    result = out
+    if out is None or out.is_neg():
+        result = torch.empty_strided(x.shape, plan.out_strides, dtype=x.dtype, device=x.device)
+    if plan.work is not None:
+        plan.work.run(x=x.resolve_neg(), out=result, offsets=_boundaries(offsets))
     if out is not None and result is not out:
         out.copy_(result)
         return out
     return result
+
+
+def _plan_scan(x, record, offsets, axis, reverse, exclusive, out, config,
+               public: bool) -> _SegmentPlan:
+    """``public``: the public function has checked all but ``record``, ``out`` and ``config``
+    (``prechecked``, the module docstring)."""
+    # --- validate (nothing is launched or written before every check has passed) ---
+    if not isinstance(record, ScanCombine):
+        raise TypeError(f"function: expected a ScanCombine record, got {type(record).__name__}")
+    if not public:
+        (x,) = _inputs(x)
+        axis = _checks.normalize_axis(axis, x.dim())
+        reverse = _checks.check_bool("reverse", reverse)
+        exclusive = _checks.check_bool("exclusive", exclusive)
+        _check_boundary_tensor("offsets", offsets, x.device)
+    spans = None
+    if out is not None:
+        _checks.check_out(out, x, shape=tuple(x.shape), dtype=x.dtype, allow_alias_of=x)
+        spans = _checks.span_bytes(out), _checks.span_bytes(x)
+    config = _config(config)
+
+    # --- the result and the launch ---
+    out_strides = tuple(torch.empty_like(x, device="meta").stride())
+    work = None
+    if x.numel():
+        state = record.state_dtype(x.dtype)
+        merge, _ = record.forms()
+        result_strides = out_strides if out is None or out.is_neg() else tuple(out.stride())
+        work = _segment_work(tuple(x.shape), tuple(x.shape), axis, (_resolved_strides(x),),
+                             (result_strides,), offsets.numel() - 1, x.device,
+                             prepare=_combine.keep_inputs, merge=merge,
+                             finish=_combine.finish_value, load_dtypes=(state,),
+                             state_dtypes=(state,), identity=(record.identity,), scan=True,
+                             exclusive=exclusive, reverse=reverse, along=_fold_along(record),
+                             config=config)
+    return _SegmentPlan(axis, tuple(x.shape), (x.dtype,), out_strides, spans, work)
 
 
 def segment_associative_scan(combine_fn, xs, offsets: torch.Tensor, axis: int, *,
@@ -333,22 +437,27 @@ def segment_associative_scan(combine_fn, xs, offsets: torch.Tensor, axis: int, *
                              identity=None, config: Optional[SegmentConfig] = None) -> tuple:
     """``tritonml.associative_scan`` restarted at every segment boundary (``combine_fn`` a
     ``@triton.jit`` combine of two state tuples); a tuple of outputs, each its input's shape and
-    dtype. ``identity`` (one value per tensor) is needed only for ``exclusive``."""
+    dtype. ``identity`` (one value per tensor) is needed only for ``exclusive``. Planned afresh
+    each call, as the other user combines (tritonml/launchers/associative_scan.py)."""
     xs = _inputs(xs, "xs")
     k = len(xs)
     axis, reverse, exclusive, identity = _scan_checks.check_state_scan(
         combine_fn, k, axis, xs[0].dim(), reverse, exclusive, identity)
-    _check_offsets_meta(offsets, xs[0].device)
+    _check_boundary_tensor("offsets", offsets, xs[0].device)
     config = _config(config)
     outs = tuple(torch.empty_like(t) for t in xs)
     if xs[0].numel():
         states = tuple(ACC_TORCH_DTYPE[t.dtype] for t in xs)
+        xs = tuple(t.resolve_neg() for t in xs)
         try:
-            _launch(tuple(t.resolve_neg() for t in xs), outs, offsets, axis,
-                    prepare=_combine.keep_inputs, merge=combine_fn, finish=_combine.finish_value,
-                    load_dtypes=states, state_dtypes=states,
-                    identity=identity if identity is not None else (0,) * k, scan=True,
-                    exclusive=exclusive, reverse=reverse, commutative=False, config=config)
+            _segment_work(tuple(xs[0].shape), tuple(xs[0].shape), axis,
+                          tuple(tuple(t.stride()) for t in xs),
+                          tuple(tuple(o.stride()) for o in outs), offsets.numel() - 1,
+                          xs[0].device, prepare=_combine.keep_inputs, merge=combine_fn,
+                          finish=_combine.finish_value, load_dtypes=states, state_dtypes=states,
+                          identity=identity if identity is not None else (0,) * k, scan=True,
+                          exclusive=exclusive, reverse=reverse, commutative=False,
+                          config=config).run(x=xs, out=outs, offsets=_boundaries(offsets))
         except Exception as error:
             failure = _state_combine.combine_error(error, combine_fn, k)
             if failure is None:

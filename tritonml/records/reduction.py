@@ -187,7 +187,7 @@ class Reduction:
 
     # --- what the tuner needs (tritonml_autotune.select.choose_reduce), as plain numbers ---
     def state_bytes(self, dtypes: Tuple[torch.dtype, ...]) -> int:
-        """Bytes of one partial state (a lane of a tile, a slot of a split's workspace)."""
+        """Bytes of one partial state (a lane of a tile, an entry of a split's workspace)."""
         return sum(d.itemsize for d in self.state_dtypes(dtypes))
 
     def out_bytes(self, dtypes: Tuple[torch.dtype, ...]) -> int:

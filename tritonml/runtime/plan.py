@@ -13,6 +13,8 @@ by threads (a dict's get and set are atomic; two threads planning the same key b
 """
 from __future__ import annotations
 
+import struct
+
 import torch
 
 from ..core import torch_compat as _torch_compat
@@ -33,12 +35,15 @@ def tensor_key(t):
 
 
 def option_key(value):
-    """An option (axis, flag, axes) with its exact type, so ``True`` and ``1`` (equal to Python)
-    plan apart: validation treats them differently. None when the value is not a plain int, bool,
-    None or tuple/list of ints."""
+    """An option (axis, flag, axes, a scalar) with its exact type, so ``True`` and ``1`` (equal
+    to Python) plan apart: validation treats them differently; a float by its bits, so ``0.0`` and
+    ``-0.0`` (equal too) plan apart. None when the value is not a plain int, bool, float, None or
+    tuple/list of ints."""
     kind = type(value)
     if kind in (int, bool) or value is None:
         return kind, value
+    if kind is float:
+        return kind, struct.pack("<d", value)
     if kind in (tuple, list) and all(type(item) is int for item in value):
         return kind, tuple(value)
     return None

@@ -21,6 +21,7 @@ segment sums), so gradients are differentiable again.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import numbers
 import enum
@@ -34,6 +35,7 @@ from ..records.reduce_function import ReduceFunction
 from ..records.reduction import Reduction
 from ..records.builtin_scans import LINEAR_RECURRENCE
 from ..records.scan_combine import ScanCombine, Scans, scan_record
+from ..launchers.scan_checks import prechecked
 from ..launchers.segment import (initial_takers, segment_offsets, segment_reduce_axis,
                                   segment_scan_axis)
 from ..records.builtin_reductions import ReduceRecord, record_of
@@ -60,6 +62,15 @@ def check_segments(x: torch.Tensor, axis: int, offsets, lengths) -> torch.Tensor
     given = offsets if offsets is not None else lengths
     return segment_offsets(x.shape[axis], x.device, offsets=offsets, lengths=lengths,
                            check_values=given is None or values_readable(given))
+
+
+def _launcher_skips_checks(x, offsets):
+    """Around the launcher or op call of a public function that has checked its arguments: the
+    launch of exactly ``x`` and ``offsets`` skips those checks (``prechecked``), so each runs
+    once. Traced by torch.compile, the op runs later and checks everything."""
+    if torch.compiler.is_compiling():
+        return contextlib.nullcontext()
+    return prechecked(x, offsets)
 
 
 def _check_x(x, name: str = "x") -> None:
@@ -124,8 +135,7 @@ def _scan_record(function) -> ScanCombine:
 @define("segment_reduce", opaque=True)   # multi-component states pass tuples (define)
 def segment_reduce_op(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int,
                       keepdims: bool, initial: Optional[Union[int, float, bool]]) -> torch.Tensor:
-    offsets = segment_offsets(x.shape[_checks.normalize_axis(axis, x.dim())], x.device,
-                              offsets=offsets, check_values=False)
+    # The launcher checks (once; not what the public function checked: ``prechecked``).
     return segment_reduce_axis(x, record_of(function), offsets, axis, initial=initial,
                                keepdims=keepdims)[0]
 
@@ -133,8 +143,6 @@ def segment_reduce_op(x: torch.Tensor, offsets: torch.Tensor, function: str, axi
 @define("segment_scan", opaque=True)
 def segment_scan_op(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int,
                     reverse: bool, exclusive: bool) -> torch.Tensor:
-    offsets = segment_offsets(x.shape[_checks.normalize_axis(axis, x.dim())], x.device,
-                              offsets=offsets, check_values=False)
     return segment_scan_axis(x, scan_record(function), offsets, axis, reverse=reverse,
                              exclusive=exclusive)
 
@@ -361,7 +369,10 @@ def _reduce_with_segments(reduction: Reduction, x, offsets, lengths, axis, keepd
     axis = _checks.normalize_axis(axis, xs[0].dim())
     keepdims = _checks.check_bool("keepdims", keepdims)
     offsets = check_segments(xs[0], axis, offsets, lengths)
-    outs = segment_reduce_axis(xs, reduction, offsets, axis, keepdims=keepdims)
+    if reduction.check is not None:
+        reduction.check(tuple(t.dtype for t in xs))
+    with prechecked(xs, offsets):
+        outs = segment_reduce_axis(xs, reduction, offsets, axis, keepdims=keepdims)
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
@@ -454,10 +465,11 @@ def segment_reduce(  # pyright: ignore[reportInconsistentOverload]
     keepdims = _checks.check_bool("keepdims", keepdims)
     initial = _check_initial(initial, record, x.dtype)
     offsets = check_segments(x, axis, offsets, lengths)
-    if direct_call_allowed(x, inputs=(offsets,)):
-        return segment_reduce_axis(x, record, offsets, axis, initial=initial,
-                                   keepdims=keepdims)[0]
-    return differentiable_segment_reduce(x, offsets, record.name, axis, keepdims, initial)
+    with _launcher_skips_checks(x, offsets):
+        if direct_call_allowed(x, inputs=(offsets,)):
+            return segment_reduce_axis(x, record, offsets, axis, initial=initial,
+                                       keepdims=keepdims)[0]
+        return differentiable_segment_reduce(x, offsets, record.name, axis, keepdims, initial)
 
 
 def segment_scan(x: torch.Tensor, function: Union[str, ScanCombine], *,
@@ -504,10 +516,11 @@ def segment_scan(x: torch.Tensor, function: Union[str, ScanCombine], *,
     reverse = _checks.check_bool("reverse", reverse)
     exclusive = _checks.check_bool("exclusive", exclusive)
     offsets = check_segments(x, axis, offsets, lengths)
-    if direct_call_allowed(x, inputs=(offsets,)):
-        return segment_scan_axis(x, record, offsets, axis, reverse=reverse,
-                                 exclusive=exclusive)
-    return differentiable_segment_scan(x, offsets, record.name, axis, reverse, exclusive)
+    with _launcher_skips_checks(x, offsets):
+        if direct_call_allowed(x, inputs=(offsets,)):
+            return segment_scan_axis(x, record, offsets, axis, reverse=reverse,
+                                     exclusive=exclusive)
+        return differentiable_segment_scan(x, offsets, record.name, axis, reverse, exclusive)
 
 
 __all__ = ["segment_reduce", "segment_scan", "check_segments", "segment_ids"]
