@@ -12,6 +12,9 @@ from .torch_ops.reduce_with import reduce_with
 from .records.reduction import Reduction
 from .torch_ops.scan import cumulative_product, cumulative_sum
 from .torch_ops.segment import segment_reduce, segment_scan
+from .torch_ops.scatter import bincount, index_add, index_reduce, scatter_add, scatter_reduce
+from .torch_ops.scatter_forms import (scatter, scatter_max, scatter_min, segment_coo,
+                                      segment_max_coo, segment_min_coo)
 from .dsl import CombineError, associative_scan
 from .torch_ops.recurrence import linear_recurrence
 from .torch_ops.cumextreme import cummax, cummin, logcumsumexp
@@ -44,7 +47,9 @@ Triton compiles them for the GPU; chosen once, at import (``tritonml.core.backen
 
 __all__ = ["cumulative_sum", "cumulative_product", "reduce", "ReduceFunction",
            "associative_scan", "CombineError", "linear_recurrence", "reduce_with", "Reduction",
-           "reductions", "segment_reduce", "segment_scan", "cummax", "cummin", "logcumsumexp",
+           "reductions", "segment_reduce", "segment_scan", "scatter_reduce", "scatter_add",
+           "index_add", "index_reduce", "bincount", "scatter", "scatter_max", "scatter_min",
+           "segment_coo", "segment_max_coo", "segment_min_coo", "cummax", "cummin", "logcumsumexp",
            "max_with_indices", "min_with_indices", "aminmax", "var", "std", "var_mean", "std_mean",
            "nansum", "nanmean",
            "enable", "disable", "use_tritonml", "tuning", "INTERPRET", "__version__"]

@@ -1,0 +1,407 @@
+"""torch's scatter and index reductions, deterministic: ``tritonml.scatter_reduce``,
+``scatter_add``, ``index_add``, ``index_reduce`` and ``bincount``, with torch's signatures and
+semantics (docs/scatter.md).
+
+Each groups ``src`` by ``index`` (tritonml/torch_ops/scatter_groups.py: a stable sort, then the
+segment kernel), then folds ``input`` in where torch does (``include_self``). No atomics: the
+result is the same bits on every run.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+
+from ..core import checks as _checks
+from ..core.dtypes import SUPPORTED_DTYPES, is_float
+from ..core import torch_compat as _torch_compat
+from ..core import backend as _backend
+from .scatter_groups import Grouping, group, group_counts, reduce_groups
+from .segment import values_readable
+
+# torch's reduce names -> the segment reduction of the groups
+REDUCE_FUNCTIONS = {"sum": "SUM", "prod": "MULTIPLY", "mean": "SUM", "amax": "MAX",
+                    "amin": "MIN"}
+INDEX_DTYPES = (torch.int64, torch.int32)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks: metadata always; the index's values in eager code only
+# ---------------------------------------------------------------------------------------------
+def check_values_tensor(name: str, t) -> None:
+    _checks.check_tensor(name, t)
+
+
+def check_index(name: str, index, device: torch.device) -> None:
+    _checks.check_readable(name, index)
+    if index.dtype not in INDEX_DTYPES:
+        raise TypeError(f"{name}: must have dtype int64 or int32, got {index.dtype}")
+    if index.device != device:
+        raise ValueError(f"{name}: is on {index.device} but the values are on {device}; "
+                         "tensors must be on the same device")
+
+
+def check_reduce(reduce, allowed: Sequence[str]) -> str:
+    if not isinstance(reduce, str) or reduce not in allowed:
+        raise ValueError(f"reduce: must be one of {', '.join(map(repr, allowed))}, got "
+                         f"{reduce!r}")
+    return reduce
+
+
+def index_facts(index: torch.Tensor, n: int, name: str = "index", *,
+                sorted_along: Optional[int] = None) -> bool:
+    """Check that every value of ``index`` is in [0, n) and tell whether it is non-decreasing
+    along ``sorted_along`` (False when not asked). One pass over the index for the range
+    (aminmax) and, if asked, one for the order, then one device synchronization; in eager code
+    only (``values_readable``): under torch.compile, export and torch.func transforms nothing
+    is read, the values must be right, and the index is taken as unsorted."""
+    if index.numel() == 0 or not values_readable(index):
+        return False
+    lo, hi = torch.aminmax(index)
+    facts = [lo, hi]
+    if sorted_along is not None:
+        steps = index.diff(dim=sorted_along) if index.shape[sorted_along] > 1 else None
+        facts.append(torch.zeros((), dtype=index.dtype, device=index.device)
+                     if steps is None else (steps < 0).any().to(index.dtype))
+    values = torch.stack(facts).tolist()
+    if values[0] < 0 or values[1] >= n:
+        bad = values[0] if values[0] < 0 else values[1]
+        raise ValueError(f"{name}: every value must be in [0, {n}), found {bad}")
+    return sorted_along is not None and values[2] == 0
+
+
+def _check_out(out, like: torch.Tensor, shape, dtype) -> None:
+    if out is not None:
+        _checks.check_out(out, like, shape=shape, dtype=dtype)
+
+
+def _written(result: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
+    if out is None:
+        return result
+    out.copy_(result)
+    return out
+
+
+def differentiating(*tensors: torch.Tensor) -> bool:
+    """A gradient may be taken through these tensors (reverse or forward mode, or a torch.func
+    transform), or they are traced: the result must come from differentiable ops whose
+    gradient is torch's."""
+    return (torch.compiler.is_compiling()
+            or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+            or _torch_compat.forward_ad_active()
+            or any(_torch_compat.is_functorch_wrapped(t) for t in tensors))
+
+
+# ---------------------------------------------------------------------------------------------
+# The one path: group src, reduce the groups, fold input in
+# ---------------------------------------------------------------------------------------------
+def _box(t: torch.Tensor, sizes, dim: int) -> torch.Tensor:
+    """``t`` narrowed to ``sizes`` on every dim but ``dim``."""
+    for k, size in enumerate(sizes):
+        if k != dim and t.shape[k] != size:
+            t = t.narrow(k, 0, size)
+    return t
+
+
+def _divide(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    count = count.to(total.dtype)
+    if is_float(total.dtype):
+        return total / count
+    return torch.div(total, count, rounding_mode="floor")
+
+
+def grouped_reduce(input: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor,
+                   reduce: str, include_self: bool, *, index_sorted: bool) -> torch.Tensor:
+    """torch.scatter_reduce's result, checked arguments given: ``index`` of src's shape (or
+    broadcast to it by stride 0), src narrowed to it already."""
+    n = input.shape[dim]
+    region = _box(input, src.shape, dim)
+    if reduce in ("amax", "amin") and include_self and differentiating(input, src):
+        # torch shares an extreme's gradient evenly among every tied element, input's
+        # included: input's entries go into the groups as their first elements
+        grouping = group(src, dim, index, n, index_sorted=index_sorted, first=region)
+        combined = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce]))
+    else:
+        grouping = group(src, dim, index, n, index_sorted=index_sorted)
+        reduced = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce]))
+        combined = fold_in(reduce, region, reduced, grouping, include_self)
+    if combined.shape == input.shape:
+        return combined
+    out = input.clone()
+    out[tuple(slice(0, s) if k != dim else slice(None)
+              for k, s in enumerate(src.shape))] = combined
+    return out
+
+
+def fold_in(reduce: str, region: torch.Tensor, reduced: torch.Tensor, grouping: Grouping,
+            include_self: bool) -> torch.Tensor:
+    """torch's result on ``region`` (input where the groups land) from each group's reduction."""
+    counts = grouping.counts()
+    if reduce == "mean":
+        if include_self:
+            return _divide(region + reduced, counts + 1)
+        return torch.where(counts > 0, _divide(reduced, counts.clamp(min=1)), region)
+    if not include_self:
+        return torch.where(counts > 0, reduced, region)
+    if reduce == "sum":
+        return region + reduced
+    if reduce == "prod":
+        return region * reduced
+    return (torch.maximum if reduce == "amax" else torch.minimum)(region, reduced)
+
+
+# ---------------------------------------------------------------------------------------------
+# Public functions
+# ---------------------------------------------------------------------------------------------
+def _scatter_checks(input, dim, index, src, name_src: str = "src") -> int:
+    """torch.scatter's rules: same rank, index no larger than src anywhere and than input off
+    ``dim``, one dtype, one device. Returns the normalized dim."""
+    check_values_tensor("input", input)
+    check_values_tensor(name_src, src)
+    check_index("index", index, input.device)
+    if src.device != input.device:
+        raise ValueError(f"{name_src}: is on {src.device} but input is on {input.device}")
+    if src.dtype != input.dtype:
+        raise TypeError(f"{name_src}: dtype {src.dtype} must equal input's {input.dtype}")
+    rank = input.dim()
+    if not (index.dim() == src.dim() == rank):
+        raise ValueError(f"index: must have as many dims as input and {name_src} ({rank}), got "
+                         f"index {index.dim()} and {name_src} {src.dim()}")
+    dim = _checks.normalize_axis(dim, max(rank, 1), "dim")
+    for k in range(rank):
+        if index.shape[k] > src.shape[k] or (k != dim and index.shape[k] > input.shape[k]):
+            raise ValueError(f"index: size {index.shape[k]} of dim {k} exceeds {name_src}'s "
+                             f"({src.shape[k]})" if index.shape[k] > src.shape[k] else
+                             f"index: size {index.shape[k]} of dim {k} exceeds input's "
+                             f"({input.shape[k]}) (only dim {dim} may be larger)")
+    return dim
+
+
+def _scalars_as_vectors(*tensors):
+    return tuple(t.reshape(1) if t.dim() == 0 else t for t in tensors)
+
+
+def scatter_reduce(input: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor,
+                   reduce: str, *, include_self: bool = True,
+                   out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """torch.scatter_reduce, deterministic: reduce ``src`` into ``input`` at the positions
+    ``index`` gives along ``dim``.
+
+    ``out[..., index[..., j, ...], ...] = reduce(...)`` over every j sending an element to the
+    same place (for dim 1: ``out[i][index[i][j][k]][k]`` gets ``src[i][j][k]``), with input's
+    own value folded in (``include_self=True``) or left alone where nothing lands and replaced
+    otherwise (``include_self=False``).
+
+    Each group is reduced by the segment kernel in a fixed order (docs/scatter.md), then input
+    is folded in: the same bits on every run, whatever the GPU.
+
+    Args:
+        input: The tensor scattered into (any dtype tritonml supports; rank 0 to 8).
+        dim: The dim ``index`` addresses; negative counts from the end.
+        index: int64 (or int32) of input's rank, ``index.size(d) <= src.size(d)`` on every
+            dim and ``<= input.size(d)`` off ``dim``; values in [0, input.size(dim)).
+        src: The values, input's dtype and rank; only its part covered by index is read.
+        reduce: "sum", "prod", "mean", "amax" or "amin".
+        include_self: Fold input's values in (torch's default).
+        out: Where to write the result (input's shape and dtype).
+
+    Returns:
+        A tensor of input's shape and dtype. "mean" of integers rounds down (torch's floor);
+        integer sums and products wrap. Differentiable in input and src (reverse and forward
+        mode) with torch's formulas.
+
+    Raises:
+        TypeError: a tensor of an unsupported dtype, index not int64/int32, src's dtype not
+            input's.
+        ValueError: an unknown reduce, ranks or sizes against torch's rules, an index value
+            out of [0, input.size(dim)) (checked in eager code only: one pass over the index and
+            one synchronization).
+
+    Example:
+        >>> import torch, tritonml
+        >>> src = torch.tensor([1., 2., 3., 4., 5., 6.])
+        >>> index = torch.tensor([0, 1, 0, 1, 2, 1])
+        >>> tritonml.scatter_reduce(torch.tensor([1., 2., 3., 4.]), 0, index, src, "sum")
+        tensor([ 5., 14.,  8.,  4.])
+        >>> tritonml.scatter_reduce(torch.tensor([1., 2., 3., 4.]), 0, index, src, "amax",
+        ...                         include_self=False)
+        tensor([3., 6., 5., 4.])
+    """
+    reduce = check_reduce(reduce, tuple(REDUCE_FUNCTIONS))
+    include_self = _checks.check_bool("include_self", include_self)
+    dim = _scatter_checks(input, dim, index, src)
+    _check_out(out, input, input.shape, input.dtype)
+    if out is not None:
+        _checks.check_out_grad(out, src, "out")
+    was_scalar = input.dim() == 0
+    if was_scalar:
+        input, index, src = _scalars_as_vectors(input, index, src)
+    if index.numel() == 0:
+        return _written(input.clone(), out)
+    sorted_index = index_facts(index, input.shape[dim], sorted_along=dim)
+    src = src[tuple(slice(0, size) for size in index.shape)]
+    result = grouped_reduce(input, dim, index, src, reduce, include_self,
+                            index_sorted=sorted_index)
+    return _written(result.reshape(()) if was_scalar else result, out)
+
+
+def scatter_add(input: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor, *,
+                out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """torch.scatter_add, deterministic: ``scatter_reduce(input, dim, index, src, "sum")``.
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.scatter_add(torch.zeros(3), 0, torch.tensor([2, 0, 2]),
+        ...                      torch.tensor([1., 2., 3.]))
+        tensor([2., 0., 4.])
+    """
+    return scatter_reduce(input, dim, index, src, "sum", out=out)
+
+
+def _index_checks(input, dim, index, source) -> tuple[int, torch.Tensor]:
+    """torch.index_add's rules: a 1-D (or 0-d) index of source.size(dim) entries, source of
+    input's rank and sizes off ``dim``. Returns the dim and the index broadcast over source."""
+    check_values_tensor("input", input)
+    check_values_tensor("source", source)
+    check_index("index", index, input.device)
+    if source.device != input.device:
+        raise ValueError(f"source: is on {source.device} but input is on {input.device}")
+    if source.dtype != input.dtype:
+        raise TypeError(f"source: dtype {source.dtype} must equal input's {input.dtype}")
+    if index.dim() > 1:
+        raise ValueError(f"index: must be 1-D (or 0-d), got {index.dim()} dims")
+    rank = max(input.dim(), 1)
+    if max(source.dim(), 1) != rank:
+        raise ValueError(f"source: must have input's rank ({input.dim()}), got {source.dim()}")
+    dim = _checks.normalize_axis(dim, rank, "dim")
+    in_shape = input.shape if input.dim() else (1,)
+    src_shape = source.shape if source.dim() else (1,)
+    if src_shape[dim] != index.numel():
+        raise ValueError(f"source: size {src_shape[dim]} of dim {dim} must equal the number of "
+                         f"index entries ({index.numel()})")
+    for k in range(rank):
+        if k != dim and src_shape[k] != in_shape[k]:
+            raise ValueError(f"source: size {src_shape[k]} of dim {k} must equal input's "
+                             f"({in_shape[k]})")
+    view = [1] * rank
+    view[dim] = -1
+    return dim, index.reshape(view).expand(src_shape)
+
+
+def index_add(input: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *,
+              alpha=1, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """torch.index_add, deterministic: ``input`` plus ``alpha * source[..., j, ...]`` added at
+    position ``index[j]`` along ``dim``, each position's additions summed in a fixed order.
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.index_add(torch.zeros(3, 2), 0, torch.tensor([0, 2, 0]),
+        ...                    torch.tensor([[1., 2.], [3., 4.], [5., 6.]]))
+        tensor([[6., 8.],
+                [0., 0.],
+                [3., 4.]])
+    """
+    dim, spread = _index_checks(input, dim, index, source)
+    _check_out(out, input, input.shape, input.dtype)
+    if out is not None:
+        _checks.check_out_grad(out, source, "out")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+        raise TypeError(f"alpha: expected a Python number, got {type(alpha).__name__}")
+    if not is_float(input.dtype) and not isinstance(alpha, int):
+        raise TypeError(f"alpha: input has the integer dtype {input.dtype}, so alpha must be an "
+                        f"int, got {alpha!r}")
+    was_scalar = input.dim() == 0
+    if was_scalar:
+        input, source = _scalars_as_vectors(input, source)
+    if alpha != 1:
+        source = source * alpha
+    if index.numel() == 0:
+        return _written(input.clone().reshape(()) if was_scalar else input.clone(), out)
+    sorted_index = index_facts(index, input.shape[dim], sorted_along=0)
+    result = grouped_reduce(input, dim, spread, source, "sum", True, index_sorted=sorted_index)
+    return _written(result.reshape(()) if was_scalar else result, out)
+
+
+def index_reduce(input: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor,
+                 reduce: str, *, include_self: bool = True,
+                 out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """torch.index_reduce, deterministic: ``source[..., j, ...]`` reduced into position
+    ``index[j]`` along ``dim`` of ``input`` ("prod", "mean", "amax" or "amin"), with input's own
+    value folded in (``include_self``).
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.index_reduce(torch.full((3,), 2.), 0, torch.tensor([0, 0, 2]),
+        ...                       torch.tensor([3., 4., 5.]), "prod")
+        tensor([24.,  2., 10.])
+    """
+    reduce = check_reduce(reduce, ("prod", "mean", "amax", "amin"))
+    include_self = _checks.check_bool("include_self", include_self)
+    dim, spread = _index_checks(input, dim, index, source)
+    _check_out(out, input, input.shape, input.dtype)
+    if out is not None:
+        _checks.check_out_grad(out, source, "out")
+    was_scalar = input.dim() == 0
+    if was_scalar:
+        input, source = _scalars_as_vectors(input, source)
+    if index.numel() == 0:
+        return _written(input.clone().reshape(()) if was_scalar else input.clone(), out)
+    sorted_index = index_facts(index, input.shape[dim], sorted_along=0)
+    result = grouped_reduce(input, dim, spread, source, reduce, include_self,
+                            index_sorted=sorted_index)
+    return _written(result.reshape(()) if was_scalar else result, out)
+
+
+BINCOUNT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)
+
+
+def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None,
+             minlength: int = 0) -> torch.Tensor:
+    """torch.bincount, deterministic: how often each value of ``input`` occurs (int64), or with
+    ``weights`` the sum of the weights of its occurrences (float32 weights give float32, any
+    other dtype float64, as torch), summed in a fixed order.
+
+    The result has ``max(input.max() + 1, minlength)`` entries: reading input.max() is a device
+    synchronization (as torch's), so under torch.compile it is a graph break.
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.bincount(torch.tensor([1, 3, 1]))
+        tensor([0, 2, 0, 1])
+        >>> tritonml.bincount(torch.tensor([1, 3, 1]), torch.tensor([0.5, 1., 2.]))
+        tensor([0.0000, 2.5000, 0.0000, 1.0000])
+    """
+    _checks.check_readable("input", input)
+    _backend.check_device("input", input)
+    if input.dtype not in BINCOUNT_DTYPES:
+        raise TypeError(f"input: must have an integer dtype, got {input.dtype}")
+    if input.dim() != 1:
+        raise ValueError(f"input: must be 1-D, got {input.dim()} dims")
+    if isinstance(minlength, bool) or not isinstance(minlength, int) or minlength < 0:
+        raise ValueError(f"minlength: must be a non-negative int, got {minlength!r}")
+    dtype = torch.int64
+    if weights is not None:
+        check_values_tensor("weights", weights)
+        if weights.shape != input.shape:
+            raise ValueError(f"weights: must have input's shape {tuple(input.shape)}, got "
+                             f"{tuple(weights.shape)}")
+        if weights.device != input.device:
+            raise ValueError(f"weights: is on {weights.device} but input is on {input.device}")
+        dtype = torch.float32 if weights.dtype == torch.float32 else torch.float64
+    n = minlength
+    sorted_index = True
+    if input.numel():
+        steps = input.diff() if input.numel() > 1 else input.new_zeros(1)
+        lo, hi, unsorted = torch.stack([input.min().to(torch.int64),
+                                        input.max().to(torch.int64),
+                                        (steps < 0).any().to(torch.int64)]).tolist()
+        if lo < 0:
+            raise ValueError(f"input: values must be non-negative, found {lo}")
+        n, sorted_index = max(n, hi + 1), unsorted == 0
+    if weights is None:
+        return group_counts(input, n, keys_sorted=sorted_index)
+    grouping = group(weights.to(dtype), 0, input, n, index_sorted=sorted_index)
+    return reduce_groups(grouping.groups, "SUM")
+
+
+__all__ = ["scatter_reduce", "scatter_add", "index_add", "index_reduce", "bincount"]

@@ -1,0 +1,186 @@
+"""torch_scatter's forms, deterministic: ``tritonml.scatter``, ``segment_coo`` and the
+``scatter_max`` / ``scatter_min`` / ``segment_max_coo`` / ``segment_min_coo`` that also give each
+group's arg position, with torch_scatter's signatures (``out=`` left out) and semantics
+(docs/scatter.md): the output has src's shape with ``dim`` replaced by ``dim_size``, an empty
+group holds 0 (1 for "mul"), and its arg position is src.size(dim).
+
+They group src by index exactly as ``tritonml.scatter_reduce`` does
+(tritonml/torch_ops/scatter_groups.py); ``segment_coo``'s index is sorted already, so it is
+never sorted again.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+
+from ..core import checks as _checks
+from .scatter import check_index, check_reduce, check_values_tensor, index_facts
+from .scatter_groups import Grouping, group, reduce_groups
+from .segment import values_readable
+
+# torch_scatter's reduce names -> the segment reduction of the groups
+REDUCE_FUNCTIONS = {"sum": "SUM", "add": "SUM", "mean": "SUM", "mul": "MULTIPLY", "min": "MIN",
+                    "max": "MAX"}
+_ARG_FUNCTIONS = {"min": "ARGMIN", "max": "ARGMAX"}
+
+
+def _broadcast(index: torch.Tensor, src: torch.Tensor, dim: int) -> torch.Tensor:
+    """torch_scatter's broadcast: a 1-D index lies along ``dim``; missing trailing dims are
+    added; then it expands to src's shape (stride 0 where it was broadcast)."""
+    if index.dim() == 1:
+        index = index.reshape([1] * dim + [-1])
+    if index.dim() > src.dim():
+        raise ValueError(f"index: has {index.dim()} dims, more than src's {src.dim()}")
+    index = index.reshape(*index.shape, *([1] * (src.dim() - index.dim())))
+    try:
+        return index.expand(src.shape)
+    except RuntimeError:
+        raise ValueError(f"index: shape {tuple(index.shape)} does not broadcast to src's "
+                         f"{tuple(src.shape)} along dim {dim}") from None
+
+
+def _group_size(index: torch.Tensor, dim_size) -> int:
+    """``dim_size``, or index.max() + 1 (0 for an empty index) read from the device."""
+    if dim_size is not None:
+        if isinstance(dim_size, bool) or not isinstance(dim_size, int) or dim_size < 0:
+            raise ValueError(f"dim_size: must be a non-negative int or None, got {dim_size!r}")
+        return dim_size
+    return int(index.max()) + 1 if index.numel() else 0
+
+
+def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> tuple[Grouping, int]:
+    check_values_tensor("src", src)
+    check_index("index", index, src.device)
+    if src.dim() == 0:
+        raise ValueError("src: a 0-d tensor has no dim to scatter along")
+    n = _group_size(index, dim_size)
+    along = index.dim() - 1 if sorted_promise or index.dim() <= dim else dim
+    index_sorted = index_facts(index, n, sorted_along=along)
+    if sorted_promise and not index_sorted and index.numel() and values_readable(index):
+        raise ValueError("index: segment_coo needs an index sorted (non-decreasing) along its "
+                         "last dim; call tritonml.scatter for an unsorted one")
+    spread = _broadcast(index, src, dim)
+    return group(src, dim, spread, n, index_sorted=index_sorted or sorted_promise), n
+
+
+def _finish(reduce: str, reduced: torch.Tensor, grouping: Grouping) -> torch.Tensor:
+    """torch_scatter's value for each group: the mean's count taken as at least 1 (an empty
+    group's mean is 0), an empty group's min/max 0."""
+    if reduce == "mean":
+        counts = grouping.counts().clamp(min=1).to(reduced.dtype)
+        if reduced.dtype.is_floating_point:
+            return reduced / counts
+        return torch.div(reduced, counts, rounding_mode="floor")
+    if reduce in ("min", "max"):
+        return torch.where(grouping.counts() > 0, reduced, torch.zeros_like(reduced))
+    return reduced
+
+
+def _reduce(src, index, dim, dim_size, reduce, *, sorted_promise: bool) -> torch.Tensor:
+    reduce = check_reduce(reduce, tuple(REDUCE_FUNCTIONS))
+    grouping, _ = _grouped(src, index, dim, dim_size, sorted_promise=sorted_promise)
+    reduced = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce]))
+    return _finish(reduce, reduced, grouping)
+
+
+def _with_arg(src, index, dim, dim_size, extreme: str, *, sorted_promise: bool
+              ) -> Tuple[torch.Tensor, torch.Tensor]:
+    grouping, _ = _grouped(src, index, dim, dim_size, sorted_promise=sorted_promise)
+    values = _finish(extreme, grouping.result(
+        reduce_groups(grouping.groups, REDUCE_FUNCTIONS[extreme])), grouping)
+    positions = grouping.result(reduce_groups(grouping.groups, _ARG_FUNCTIONS[extreme]))
+    return values, grouping.source_positions(positions)
+
+
+def _dim(dim, src) -> int:
+    _checks.check_readable("src", src)
+    return _checks.normalize_axis(dim, max(src.dim(), 1), "dim")
+
+
+def scatter(src: torch.Tensor, index: torch.Tensor, dim: int = -1, *,
+            dim_size: Optional[int] = None, reduce: str = "sum") -> torch.Tensor:
+    """torch_scatter.scatter, deterministic: reduce ``src`` along ``dim`` into the groups
+    ``index`` names.
+
+    Args:
+        src: The values (rank 1 to 8, any dtype tritonml supports).
+        index: int64 (or int32) group of each element, broadcast to src as torch_scatter does
+            (a 1-D index lies along ``dim``); values in [0, dim_size).
+        dim: The dim reduced; negative counts from the end.
+        dim_size: The number of groups; None: index.max() + 1 (a device synchronization).
+        reduce: "sum" (or "add"), "mean", "mul", "min" or "max".
+
+    Returns:
+        src's shape with ``dim`` replaced by dim_size, src's dtype: an empty group holds 0 (1 for
+        "mul"); an integer mean rounds down.
+
+    Example:
+        >>> import torch, tritonml
+        >>> src = torch.tensor([[1., 2.], [3., 4.], [5., 6.]])
+        >>> tritonml.scatter(src, torch.tensor([1, 0, 1]), dim=0, reduce="mean")
+        tensor([[3., 4.],
+                [3., 4.]])
+    """
+    return _reduce(src, index, _dim(dim, src), dim_size, reduce, sorted_promise=False)
+
+
+def scatter_max(src: torch.Tensor, index: torch.Tensor, dim: int = -1, *,
+                dim_size: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """torch_scatter.scatter_max, deterministic: each group's maximum and the position along
+    ``dim`` of src where it is (the first of ties, of NaNs the first; an empty group's: 0 and
+    src.size(dim)).
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.scatter_max(torch.tensor([5., 1., 7., 7.]), torch.tensor([0, 0, 1, 1]),
+        ...                      dim_size=3)
+        (tensor([5., 7., 0.]), tensor([0, 2, 4]))
+    """
+    return _with_arg(src, index, _dim(dim, src), dim_size, "max", sorted_promise=False)
+
+
+def scatter_min(src: torch.Tensor, index: torch.Tensor, dim: int = -1, *,
+                dim_size: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """torch_scatter.scatter_min, deterministic: each group's minimum and its position along
+    ``dim`` of src, as ``scatter_max``."""
+    return _with_arg(src, index, _dim(dim, src), dim_size, "min", sorted_promise=False)
+
+
+def _coo_dim(src, index) -> int:
+    _checks.check_readable("index", index)
+    if index.dim() == 0:
+        raise ValueError("index: must have at least one dim")
+    return index.dim() - 1
+
+
+def segment_coo(src: torch.Tensor, index: torch.Tensor, *, dim_size: Optional[int] = None,
+                reduce: str = "sum") -> torch.Tensor:
+    """torch_scatter.segment_coo, deterministic: ``scatter`` along ``index.dim() - 1`` with an
+    index already sorted there, so nothing is sorted (eager code checks that it is: one pass
+    over the index).
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.segment_coo(torch.tensor([1., 2., 3., 4.]), torch.tensor([0, 0, 2, 2]))
+        tensor([3., 0., 7.])
+    """
+    return _reduce(src, index, _coo_dim(src, index), dim_size, reduce, sorted_promise=True)
+
+
+def segment_max_coo(src: torch.Tensor, index: torch.Tensor, *,
+                    dim_size: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """torch_scatter.segment_max_coo, deterministic: ``scatter_max`` along ``index.dim() - 1``
+    with a sorted index."""
+    return _with_arg(src, index, _coo_dim(src, index), dim_size, "max", sorted_promise=True)
+
+
+def segment_min_coo(src: torch.Tensor, index: torch.Tensor, *,
+                    dim_size: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """torch_scatter.segment_min_coo, deterministic: ``scatter_min`` along ``index.dim() - 1``
+    with a sorted index."""
+    return _with_arg(src, index, _coo_dim(src, index), dim_size, "min", sorted_promise=True)
+
+
+__all__ = ["scatter", "scatter_max", "scatter_min", "segment_coo", "segment_max_coo",
+           "segment_min_coo"]

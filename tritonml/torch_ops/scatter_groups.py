@@ -1,0 +1,193 @@
+"""Groups: the elements of ``src`` that an index sends to the same place, sorted next to each
+other and reduced by the segment kernel. Every scatter and index reduction runs through here.
+
+A group is the set of positions ``j`` along ``dim`` (and, for an index that varies across the
+other dims, the same position in those) with ``index[..., j, ...] == g``. The algorithm:
+
+1. **Sort.** A stable sort of the index (torch.sort(stable=True): a radix sort on CUDA, so
+   deterministic) gives the order that puts each group's elements next to each other, in their
+   order in ``src``. An index already sorted (checked in eager code, or promised by the caller:
+   ``segment_coo``) skips it.
+2. **Permute.** ``src``'s elements are gathered into that order (``index_select``), and the
+   group boundaries are found by a binary search of the sorted index for each group
+   (``searchsorted``): the segment offsets.
+3. **Reduce.** The segment kernel reduces every segment (tritonml/kernels/segment.py) in one
+   launch. Its order of association is fixed by the segment's place in the sorted array and
+   the kernel's config, never by timing: no atomics.
+
+Two shapes of index:
+
+- **Shared**: the same index for every position of the other dims (a 1-D ``index_add`` index,
+  torch_scatter's broadcast index: stride 0 across the other dims). One 1-D sort, and the
+  segment kernel reduces along ``dim`` with every other dim side by side (a GNN's feature
+  columns read as whole rows).
+- **General**: an index that varies across the other dims. Each (position of the other dims,
+  group) pair becomes one key ``column * n + index``; one sort of all keys, one 1-D segment
+  reduction, reshaped back.
+
+Both give the reduction of each group in a tensor of ``src``'s shape with ``dim`` replaced by the
+number of groups ``n`` (the function's value of nothing where a group is empty), and each group's
+count. Everything here is torch ops and ``torch.ops.tritonml.segment_reduce``, so autograd,
+forward AD, vmap, torch.compile and export come from them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from ..launchers.scan_checks import prechecked
+from ..launchers.segment import segment_reduce_axis
+from ..records.builtin_reductions import record_of
+from .define import direct_call_allowed
+from .segment import differentiable_segment_reduce
+
+
+def shared_index(index: torch.Tensor, dim: int) -> Optional[torch.Tensor]:
+    """The 1-D index along ``dim`` when ``index`` is the same for every position of its other
+    dims (stride 0 there, or size 1), else None."""
+    if all(index.stride(k) == 0 or index.shape[k] == 1
+           for k in range(index.dim()) if k != dim):
+        at: list = [0] * index.dim()
+        at[dim] = slice(None)
+        return index[tuple(at)]
+    return None
+
+
+@dataclass(frozen=True)
+class Groups:
+    """``values``: src's elements in group order along ``axis``; ``offsets``: the n + 1 int64
+    group boundaries along it; ``order``: the source position of each of them (None where the
+    index was sorted: the identity)."""
+    values: torch.Tensor
+    offsets: torch.Tensor
+    order: Optional[torch.Tensor]
+    axis: int
+
+    def counts(self) -> torch.Tensor:
+        return self.offsets[1:] - self.offsets[:-1]
+
+
+def sort_into_groups(values: torch.Tensor, axis: int, keys: torch.Tensor, n_groups: int,
+                     keys_sorted: bool) -> Groups:
+    """Group ``values`` along ``axis`` by ``keys`` (1-D, one per position, each in
+    [0, n_groups)): a stable sort unless ``keys_sorted``, then the boundaries of each key."""
+    keys = keys.to(torch.int64)
+    order = None
+    if not keys_sorted:
+        keys, order = torch.sort(keys, stable=True)
+        values = values.index_select(axis, order)
+    wanted = torch.arange(n_groups + 1, device=keys.device, dtype=torch.int64)
+    offsets = torch.searchsorted(keys, wanted)
+    return Groups(values, offsets, order, axis)
+
+
+def group_counts(keys: torch.Tensor, n_groups: int, keys_sorted: bool) -> torch.Tensor:
+    """How many of ``keys`` (1-D, each in [0, n_groups)) are each key (int64)."""
+    keys = keys.to(torch.int64)
+    if not keys_sorted:
+        keys = torch.sort(keys, stable=True)[0]
+    wanted = torch.arange(n_groups + 1, device=keys.device, dtype=torch.int64)
+    offsets = torch.searchsorted(keys, wanted)
+    return offsets[1:] - offsets[:-1]
+
+
+def reduce_groups(groups: Groups, function: str) -> torch.Tensor:
+    """Each group's ``function`` (a ReduceFunction name) by the segment kernel, along the axis:
+    the boundaries were made here, so none of them is checked again."""
+    record = record_of(function)
+    x, offsets = groups.values, groups.offsets
+    with prechecked(x, offsets):
+        if direct_call_allowed(x, inputs=(offsets,)):
+            return segment_reduce_axis(x, record, offsets, groups.axis, keepdims=False)[0]
+        return differentiable_segment_reduce(x, offsets, record.name, groups.axis, False, None)
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """How ``src`` (narrowed to the index's box) is grouped along ``dim`` into ``n`` groups,
+    and how the per-group results come back to the shape of src with ``dim`` replaced by n."""
+    groups: Groups
+    dim: int
+    n: int
+    shape: tuple                  # src's box shape
+    shared: bool
+
+    def result(self, reduced: torch.Tensor) -> torch.Tensor:
+        """The per-group results (``reduce_groups``) in src's shape with dim -> n."""
+        if self.shared:
+            return reduced
+        other = [s for k, s in enumerate(self.shape) if k != self.dim]
+        return reduced.reshape(*other, self.n).movedim(-1, self.dim)
+
+    def counts(self) -> torch.Tensor:
+        """Each group's number of elements (int64), broadcasting against ``result``."""
+        counts = self.groups.counts()
+        if self.shared:
+            view = [1] * len(self.shape)
+            view[self.dim] = self.n
+            return counts.reshape(view)
+        return self.result(counts)
+
+    def source_positions(self, positions: torch.Tensor) -> torch.Tensor:
+        """ARGMAX/ARGMIN's positions in the sorted order (``result`` shape) as positions along
+        ``dim`` of src; an empty group's (one past the end) stays src.shape[dim]."""
+        length = self.shape[self.dim]
+        order = self.groups.order
+        if self.shared:
+            if order is None:
+                return positions
+            inside = positions < length
+            picked = order.index_select(0, positions.clamp(max=max(length - 1, 0)).flatten())
+            return torch.where(inside, picked.reshape(positions.shape), positions)
+        total = self.groups.values.shape[0]
+        flat = positions.movedim(self.dim, -1).reshape(-1)
+        inside = flat < total
+        if order is not None:
+            flat = torch.where(inside, order.index_select(0, flat.clamp(max=max(total - 1, 0))),
+                               flat)
+        along = torch.where(inside, flat % max(length, 1), torch.full_like(flat, length))
+        other = [s for k, s in enumerate(self.shape) if k != self.dim]
+        return along.reshape(*other, self.n).movedim(-1, self.dim)
+
+
+def group(src: torch.Tensor, dim: int, index: torch.Tensor, n: int, *, index_sorted: bool,
+          first: Optional[torch.Tensor] = None) -> Grouping:
+    """Group ``src`` along ``dim`` by ``index`` (src's shape, stride 0 across the other dims for a
+    shared index) into ``n`` groups. ``index_sorted``: the index is non-decreasing along ``dim``
+    (for a general index, within each position of the other dims). ``first``: a tensor of the
+    result's shape whose entries go first into each group (torch's ``include_self`` where the
+    gradient must treat them as elements: ties of amax/amin)."""
+    shape = tuple(src.shape)
+    line = shared_index(index, dim)
+    if line is not None:
+        values, keys, keys_sorted = src, line, index_sorted
+        if first is not None:
+            values = torch.cat([first, src], dim)
+            keys = torch.cat([torch.arange(n, device=line.device, dtype=line.dtype), line])
+            keys_sorted = False
+        groups = sort_into_groups(values, dim, keys, n, keys_sorted)
+        return Grouping(groups, dim, n, shape, True)
+    columns = src.movedim(dim, -1)
+    length = columns.shape[-1]
+    n_columns = _prod(columns.shape[:-1])
+    column = torch.arange(n_columns, device=index.device, dtype=torch.int64)
+    keys = (column.reshape(*columns.shape[:-1], 1) * n
+            + index.movedim(dim, -1).to(torch.int64)).reshape(-1)
+    values = columns.reshape(-1)
+    keys_sorted = index_sorted
+    if first is not None:
+        values = torch.cat([first.movedim(dim, -1).reshape(-1), values])
+        keys = torch.cat([torch.arange(n_columns * n, device=keys.device, dtype=torch.int64),
+                          keys])
+        keys_sorted = False
+    groups = sort_into_groups(values, 0, keys, n_columns * n, keys_sorted)
+    return Grouping(groups, dim, n, shape, False)
+
+
+def _prod(sizes) -> int:
+    total = 1
+    for s in sizes:
+        total *= int(s)
+    return total
