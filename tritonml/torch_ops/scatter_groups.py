@@ -12,8 +12,11 @@ other dims, the same position in those) with ``index[..., j, ...] == g``. The al
    group boundaries are found by a binary search of the sorted index for each group
    (``searchsorted``): the segment offsets.
 3. **Reduce.** The segment kernel reduces every segment (tritonml/kernels/segment.py) in one
-   launch. Its order of association is fixed by the segment's place in the sorted array and
-   the kernel's config, never by timing: no atomics.
+   launch, as ``torch.ops.tritonml.group_reduce``. Its order of association is fixed by each
+   group's place in the sorted array and the kernel's config, never by timing (no atomics);
+   and the config is the one the segment kernel takes on the reference GPU (``GROUP_TARGET``,
+   an H100) on every device, CPU included, so a GPU with another number of SMs (whose own
+   segment reductions split the axis into other chunks) gives the same bits.
 
 Two shapes of index:
 
@@ -37,11 +40,18 @@ from typing import Optional
 
 import torch
 
+from tritonml_autotune import devices
+
+from ..core import checks as _checks
 from ..launchers.scan_checks import prechecked
 from ..launchers.segment import segment_reduce_axis
 from ..records.builtin_reductions import record_of
-from .define import direct_call_allowed
-from .segment import differentiable_segment_reduce
+from .define import define, differentiable, direct_call_allowed
+from .segment import _reduce_backward, _reduce_jvp, _vmap_rule
+
+# The GPU whose segment-kernel config every group reduction takes, whatever the device: the
+# config decides how a group's elements are associated, and so the last bits of a float sum.
+GROUP_TARGET = "H100"
 
 
 def shared_index(index: torch.Tensor, dim: int) -> Optional[torch.Tensor]:
@@ -93,15 +103,54 @@ def group_counts(keys: torch.Tensor, n_groups: int, keys_sorted: bool) -> torch.
     return offsets[1:] - offsets[:-1]
 
 
+def _reduce_fixed(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int):
+    with devices.targeting(GROUP_TARGET):
+        return segment_reduce_axis(x, record_of(function), offsets, axis)[0]
+
+
+@define("group_reduce", opaque=True)
+def group_reduce_op(x: torch.Tensor, offsets: torch.Tensor, function: str,
+                    axis: int) -> torch.Tensor:
+    """``segment_reduce(x, offsets, function, axis)`` at the config of ``GROUP_TARGET`` on
+    every device."""
+    return _reduce_fixed(x, offsets, function, axis)
+
+
+@group_reduce_op.register_fake
+def _fake_group_reduce(x, offsets, function, axis):
+    axis = _checks.normalize_axis(axis, x.dim())
+    shape = list(x.shape)
+    shape[axis] = offsets.shape[0] - 1
+    return x.new_empty(shape, dtype=torch.int64 if record_of(function).returns_index
+                       else x.dtype)
+
+
+def _setup(ctx, inputs, output):
+    # the segment reduction's derivative rules, which read these
+    x, offsets, function, axis = inputs
+    ctx.function, ctx.axis = function, _checks.normalize_axis(axis, x.dim())
+    ctx.keepdims, ctx.initial = False, None
+    ctx.save_for_backward(x, offsets, output)
+    ctx.save_for_forward(x, offsets, output)
+
+
+def _backward(ctx, grad):
+    return _reduce_backward(ctx, grad)[:4]
+
+
+group_reduce_op.register_vmap(_vmap_rule(group_reduce_op))
+differentiable_group_reduce = differentiable(group_reduce_op, _setup, _backward,
+                                             jvp=_reduce_jvp)
+
+
 def reduce_groups(groups: Groups, function: str) -> torch.Tensor:
     """Each group's ``function`` (a ReduceFunction name) by the segment kernel, along the axis:
     the boundaries were made here, so none of them is checked again."""
-    record = record_of(function)
     x, offsets = groups.values, groups.offsets
     with prechecked(x, offsets):
         if direct_call_allowed(x, inputs=(offsets,)):
-            return segment_reduce_axis(x, record, offsets, groups.axis, keepdims=False)[0]
-        return differentiable_segment_reduce(x, offsets, record.name, groups.axis, False, None)
+            return _reduce_fixed(x, offsets, function, groups.axis)
+        return differentiable_group_reduce(x, offsets, function, groups.axis)
 
 
 @dataclass(frozen=True)
