@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 import torch
 
 from ..core import checks as _checks
-from ..core.dtypes import SUPPORTED_DTYPES, is_float
+from ..core.dtypes import check_dtype, is_float
 from ..core import torch_compat as _torch_compat
 from ..core import backend as _backend
 from .scatter_groups import Grouping, group, group_counts, reduce_groups
@@ -29,11 +29,17 @@ INDEX_DTYPES = (torch.int64, torch.int32)
 # Checks: metadata always; the index's values in eager code only
 # ---------------------------------------------------------------------------------------------
 def check_values_tensor(name: str, t) -> None:
-    _checks.check_tensor(name, t)
+    # traced by torch.compile, what a tensor is made of is not readable (nor needed: the trace
+    # was made from tensors that passed in eager code or are torch's own)
+    if torch.compiler.is_compiling():
+        check_dtype(name, t.dtype)
+    else:
+        _checks.check_tensor(name, t)
 
 
 def check_index(name: str, index, device: torch.device) -> None:
-    _checks.check_readable(name, index)
+    if not torch.compiler.is_compiling():
+        _checks.check_readable(name, index)
     if index.dtype not in INDEX_DTYPES:
         raise TypeError(f"{name}: must have dtype int64 or int32, got {index.dtype}")
     if index.device != device:
@@ -71,8 +77,9 @@ def index_facts(index: torch.Tensor, n: int, name: str = "index", *,
 
 
 def _check_out(out, like: torch.Tensor, shape, dtype) -> None:
+    # the result is computed whole before out is written, so out may be input itself
     if out is not None:
-        _checks.check_out(out, like, shape=shape, dtype=dtype)
+        _checks.check_out(out, like, shape=shape, dtype=dtype, allow_alias_of=like)
 
 
 def _written(result: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:

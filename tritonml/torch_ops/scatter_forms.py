@@ -89,12 +89,14 @@ def _with_arg(src, index, dim, dim_size, extreme: str, *, sorted_promise: bool
     grouping, _ = _grouped(src, index, dim, dim_size, sorted_promise=sorted_promise)
     values = _finish(extreme, grouping.result(
         reduce_groups(grouping.groups, REDUCE_FUNCTIONS[extreme])), grouping)
-    positions = grouping.result(reduce_groups(grouping.groups, _ARG_FUNCTIONS[extreme]))
+    positions = grouping.result(reduce_groups(grouping.groups.detached(),
+                                              _ARG_FUNCTIONS[extreme]))
     return values, grouping.source_positions(positions)
 
 
 def _dim(dim, src) -> int:
-    _checks.check_readable("src", src)
+    if not torch.compiler.is_compiling():
+        _checks.check_readable("src", src)
     return _checks.normalize_axis(dim, max(src.dim(), 1), "dim")
 
 
@@ -148,7 +150,8 @@ def scatter_min(src: torch.Tensor, index: torch.Tensor, dim: int = -1, *,
 
 
 def _coo_dim(src, index) -> int:
-    _checks.check_readable("index", index)
+    if not torch.compiler.is_compiling():
+        _checks.check_readable("index", index)
     if index.dim() == 0:
         raise ValueError("index: must have at least one dim")
     return index.dim() - 1

@@ -78,6 +78,10 @@ class Groups:
     def counts(self) -> torch.Tensor:
         return self.offsets[1:] - self.offsets[:-1]
 
+    def detached(self) -> "Groups":
+        """The same groups of values that carry no gradient (for an index output)."""
+        return Groups(self.values.detach(), self.offsets, self.order, self.axis)
+
 
 def sort_into_groups(values: torch.Tensor, axis: int, keys: torch.Tensor, n_groups: int,
                      keys_sorted: bool) -> Groups:
@@ -185,12 +189,14 @@ class Grouping:
         length = self.shape[self.dim]
         order = self.groups.order
         if self.shared:
-            if order is None:
+            if order is None or length == 0:
                 return positions
             inside = positions < length
             picked = order.index_select(0, positions.clamp(max=max(length - 1, 0)).flatten())
             return torch.where(inside, picked.reshape(positions.shape), positions)
         total = self.groups.values.shape[0]
+        if total == 0:
+            return positions
         flat = positions.movedim(self.dim, -1).reshape(-1)
         inside = flat < total
         if order is not None:
