@@ -145,7 +145,16 @@ def scatter_max(src: torch.Tensor, index: torch.Tensor, dim: int = -1, *,
 def scatter_min(src: torch.Tensor, index: torch.Tensor, dim: int = -1, *,
                 dim_size: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """torch_scatter.scatter_min, deterministic: each group's minimum and its position along
-    ``dim`` of src, as ``scatter_max``."""
+    ``dim`` of src, as ``scatter_max``.
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.scatter_min(torch.tensor([[5., 1.], [2., 1.]]), torch.tensor([1, 1]),
+        ...                      dim=0, dim_size=2)
+        (tensor([[0., 0.],
+                [2., 1.]]), tensor([[2, 2],
+                [1, 0]]))
+    """
     return _with_arg(src, index, _dim(dim, src), dim_size, "min", sorted_promise=False)
 
 
@@ -174,14 +183,26 @@ def segment_coo(src: torch.Tensor, index: torch.Tensor, *, dim_size: Optional[in
 def segment_max_coo(src: torch.Tensor, index: torch.Tensor, *,
                     dim_size: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """torch_scatter.segment_max_coo, deterministic: ``scatter_max`` along ``index.dim() - 1``
-    with a sorted index."""
+    with a sorted index.
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.segment_max_coo(torch.tensor([3., 9., 4.]), torch.tensor([0, 0, 1]))
+        (tensor([9., 4.]), tensor([1, 2]))
+    """
     return _with_arg(src, index, _coo_dim(src, index), dim_size, "max", sorted_promise=True)
 
 
 def segment_min_coo(src: torch.Tensor, index: torch.Tensor, *,
                     dim_size: Optional[int] = None) -> Tuple[torch.Tensor, torch.Tensor]:
     """torch_scatter.segment_min_coo, deterministic: ``scatter_min`` along ``index.dim() - 1``
-    with a sorted index."""
+    with a sorted index.
+
+    Example:
+        >>> import torch, tritonml
+        >>> tritonml.segment_min_coo(torch.tensor([3., 9., 4.]), torch.tensor([0, 0, 2]))
+        (tensor([3., 0., 4.]), tensor([0, 3, 2]))
+    """
     return _with_arg(src, index, _coo_dim(src, index), dim_size, "min", sorted_promise=True)
 
 
