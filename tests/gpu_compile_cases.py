@@ -260,16 +260,32 @@ WELFORD_REGIME_SHAPES = {
 WELFORD_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
-def welford_reduce_launches(dtypes=WELFORD_DTYPES, regimes=tuple(WELFORD_REGIME_SHAPES)):
-    """Describe the launches of ``reduce_with(tritonml.records.ready_reductions.welford, ...)`` with the config the
-    launcher picks from the CUDA heuristics (its tile fitted to the state, ``fit_tile_to_state``),
-    for every regime x dtype."""
+# the scatter ops' index checks (tritonml/torch_ops/scatter.py): an index and the index one step
+# on, reduced whole (the split regime, whatever the index's rank)
+INDEX_FACTS_REGIME_SHAPES = {
+    "split": ((1 << 22,), None),
+}
+INDEX_FACTS_DTYPES = (torch.int64, torch.int32)
+
+
+def _neighbours(x):
+    return (x, x)
+
+
+def welford_reduce_launches(dtypes=WELFORD_DTYPES, regimes=tuple(WELFORD_REGIME_SHAPES), *,
+                            reduction_name="welford", shapes=WELFORD_REGIME_SHAPES,
+                            inputs=lambda x: x):
+    """Describe the launches of ``reduce_with(tritonml.records.ready_reductions.<reduction_name>,
+    inputs(x), ...)`` (Welford's by default) with the config the launcher picks from the CUDA
+    heuristics (its tile fitted to the state, ``fit_tile_to_state``), for every regime x dtype."""
     from unittest import mock
 
     import tritonml_autotune.heuristics as heuristics
     from tritonml import runtime
     from tritonml.torch_ops.reduce_with import reduce_with
-    from tritonml.records.ready_reductions import welford
+    from tritonml.records import ready_reductions
+
+    welford = getattr(ready_reductions, reduction_name)
 
     pick = heuristics.reduce_config
     chosen = []
@@ -281,8 +297,8 @@ def welford_reduce_launches(dtypes=WELFORD_DTYPES, regimes=tuple(WELFORD_REGIME_
     descriptions = []
     with mock.patch.object(heuristics, "reduce_config", pick_for_cuda):
         for regime, dtype in itertools.product(regimes, dtypes):
-            shape, axes = WELFORD_REGIME_SHAPES[regime]
-            x = torch.empty(shape, dtype=dtype)  # never touched: the launch is only recorded
+            shape, axes = shapes[regime]
+            x = inputs(torch.empty(shape, dtype=dtype))  # never touched: only recorded
             runtime.clear()  # a remembered plan would not ask the patched heuristics again
             with _trace.record(execute=False) as rec:
                 reduce_with(welford, x, axes)
@@ -300,6 +316,6 @@ def welford_reduce_launches(dtypes=WELFORD_DTYPES, regimes=tuple(WELFORD_REGIME_
             for launch in rec.launches:
                 desc = describe(launch)
                 desc["case"] = dict(regime=regime, dtype=str(dtype).replace("torch.", ""),
-                                    function="welford")
+                                    function=reduction_name)
                 descriptions.append(desc)
     return descriptions

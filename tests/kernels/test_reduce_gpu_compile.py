@@ -105,3 +105,25 @@ def test_welford_compiles_for_sm80_and_sm90_without_spills():
               for r in results if r.get("local_bytes", 0) or r.get("stack_bytes", 0)]
     assert not spills, spills[:5]
     assert max(r["registers"] for r in results) < 255
+
+
+# ---------------------------------------------------------------------------------------------
+# The scatter ops' index checks: (min, max, descents) of two int tensors in one pass
+# (tritonml.records.ready_reductions.index_facts)
+# ---------------------------------------------------------------------------------------------
+def test_index_facts_compiles_for_sm80_and_sm90_without_spills():
+    from tests.gpu_compile_cases import (INDEX_FACTS_DTYPES, INDEX_FACTS_REGIME_SHAPES,
+                                         _neighbours, welford_reduce_launches)
+
+    descriptions = dedupe(welford_reduce_launches(
+        INDEX_FACTS_DTYPES, tuple(INDEX_FACTS_REGIME_SHAPES), reduction_name="index_facts",
+        shapes=INDEX_FACTS_REGIME_SHAPES, inputs=_neighbours))
+    assert {len(d["meta"]["STATE_DTYPES"]["tuple"]) for d in descriptions} == {3}
+    results = compile_in_subprocess(descriptions, archs=ARCHS)
+    assert len(results) == len(descriptions) * len(ARCHS)
+    failures = [(r["arch"], r["kernel"], r["case"], r.get("error")) for r in results if not r["ok"]]
+    assert not failures, failures[:5]
+    spills = [(r["arch"], r["kernel"], r["case"], r.get("local_bytes"), r.get("stack_bytes"))
+              for r in results if r.get("local_bytes", 0) or r.get("stack_bytes", 0)]
+    assert not spills, spills[:5]
+    assert max(r["registers"] for r in results) < 255

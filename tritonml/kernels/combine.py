@@ -597,3 +597,30 @@ def sum_pairs_along(s, merge):
 def finish_ratio(s, count):
     """torch.nanmean: sum / count of the non-NaN elements (0 / 0 = NaN where every one is NaN)."""
     return (s[0] / s[1],)
+
+
+@triton.jit
+def neighbour_facts(xs, index):
+    """An index's checks in one pass, from each element and the next: (the smaller, the larger,
+    1 where the next is smaller)."""
+    here = xs[0]
+    after = xs[1]
+    return tl.minimum(here, after), tl.maximum(here, after), (after < here).to(tl.int64)
+
+
+@triton.jit
+def min_max_count(s, t):
+    """(min, max, count of descents) of integers."""
+    return tl.minimum(s[0], t[0]), tl.maximum(s[1], t[1]), s[2] + t[2]
+
+
+@triton.jit
+def min_max_count_along(s, merge):
+    """Fold (min, max, count) lanes."""
+    return tl.min(s[0], 0), tl.max(s[1], 0), tl.sum(s[2], 0)
+
+
+@triton.jit
+def finish_triple(s, count):
+    """A three-component state as three outputs."""
+    return s[0], s[1], s[2]

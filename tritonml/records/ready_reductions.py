@@ -291,5 +291,26 @@ nanmean: Reduction = Reduction("nanmean", _combine.nan_to_zero_and_count, _combi
 """torch.nanmean: the mean of the non-NaN elements, (sum, count) in one pass; NaN where none is.
 Floating-point inputs only. No gradient."""
 
+def _index_identity(dtypes) -> tuple:
+    info = torch.iinfo(dtypes[0])
+    return (info.max, info.min, 0)
+
+
+def _check_index_dtypes(dtypes):
+    if dtypes[0] not in (torch.int32, torch.int64) or dtypes[1] != dtypes[0]:
+        raise TypeError(f"xs: index_facts reads two int32 or int64 tensors of one dtype, got "
+                        f"{', '.join(dtype_name(d) for d in dtypes)}")
+
+
+index_facts: Reduction = Reduction(
+    "index_facts", _combine.neighbour_facts, _combine.min_max_count, _combine.finish_triple,
+    identity=_index_identity, state_dtypes=lambda dtypes: (dtypes[0], dtypes[0], torch.int64),
+    output_dtypes=lambda dtypes: (dtypes[0], dtypes[0], torch.int64), inputs=2, outputs=3,
+    along=_combine.min_max_count_along, check=_check_index_dtypes)
+"""An index's (min, max, descents) from the index and the index one step on
+(``index.narrow(d, 0, n - 1)``, ``index.narrow(d, 1, n - 1)``): its range, and whether it is
+sorted along ``d`` (no descents), in one pass over it (the second view reads what the first
+brought into the cache). Int32 or int64. No gradient."""
+
 __all__ = ["welford", "welford_biased", "welford_m2", "max_with_index", "min_with_index",
-           "aminmax", "nansum", "nanmean"]
+           "aminmax", "nansum", "nanmean", "index_facts"]

@@ -17,6 +17,8 @@ from ..core.dtypes import check_dtype, is_float
 from ..core import torch_compat as _torch_compat
 from ..core import backend as _backend
 from .scatter_groups import Grouping, group, group_counts, reduce_groups
+from ..records import ready_reductions as _ready
+from .reduce_with import reduce_with
 from .segment import values_readable
 
 # torch's reduce names -> the segment reduction of the groups
@@ -57,23 +59,25 @@ def check_reduce(reduce, allowed: Sequence[str]) -> str:
 def index_facts(index: torch.Tensor, n: int, name: str = "index", *,
                 sorted_along: Optional[int] = None) -> bool:
     """Check that every value of ``index`` is in [0, n) and tell whether it is non-decreasing
-    along ``sorted_along`` (False when not asked). One pass over the index for the range
-    (aminmax) and, if asked, one for the order, then one device synchronization; in eager code
-    only (``values_readable``): under torch.compile, export and torch.func transforms nothing
-    is read, the values must be right, and the index is taken as unsorted."""
+    along ``sorted_along`` (False when not asked). One pass over the index (the ready reduction
+    ``index_facts``: its range and its descents, from the index and the index one step on) and
+    one device synchronization; in eager code only (``values_readable``): under torch.compile,
+    export and torch.func transforms nothing is read, the values must be right, and the index is
+    taken as unsorted."""
     if index.numel() == 0 or not values_readable(index):
         return False
-    lo, hi = torch.aminmax(index)
-    facts = [lo, hi]
-    if sorted_along is not None:
-        steps = index.diff(dim=sorted_along) if index.shape[sorted_along] > 1 else None
-        facts.append(torch.zeros((), dtype=index.dtype, device=index.device)
-                     if steps is None else (steps < 0).any().to(index.dtype))
-    values = torch.stack(facts).tolist()
-    if values[0] < 0 or values[1] >= n:
-        bad = values[0] if values[0] < 0 else values[1]
-        raise ValueError(f"{name}: every value must be in [0, {n}), found {bad}")
-    return sorted_along is not None and values[2] == 0
+    along = sorted_along if sorted_along is not None else index.dim() - 1
+    length = index.shape[along] if index.dim() else 1
+    if length < 2:
+        facts = [index.min(), index.max(), torch.zeros((), dtype=index.dtype)]
+    else:
+        here, after = index.narrow(along, 0, length - 1), index.narrow(along, 1, length - 1)
+        facts = list(reduce_with(_ready.index_facts, (here, after), axes=None, keepdims=False))
+    lo, hi, descents = torch.stack([f.to(torch.int64) for f in facts]).tolist()
+    if lo < 0 or hi >= n:
+        raise ValueError(f"{name}: every value must be in [0, {n}), found "
+                         f"{lo if lo < 0 else hi}")
+    return sorted_along is not None and descents == 0
 
 
 def _check_out(out, like: torch.Tensor, shape, dtype) -> None:
