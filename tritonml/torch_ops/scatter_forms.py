@@ -17,6 +17,7 @@ import torch
 from ..core import checks as _checks
 from .scatter import check_index, check_reduce, check_values_tensor, index_facts
 from .scatter_groups import Grouping, group, reduce_groups
+from .define import direct_call_allowed
 from .segment import values_readable
 
 # torch_scatter's reduce names -> the segment reduction of the groups
@@ -65,21 +66,34 @@ def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> tuple[G
 
 
 def _finish(reduce: str, reduced: torch.Tensor, grouping: Grouping) -> torch.Tensor:
-    """torch_scatter's value for each group: the mean's count taken as at least 1 (an empty
-    group's mean is 0), an empty group's min/max 0."""
-    if reduce == "mean":
+    """torch_scatter's value for each group from the segment reduction: an integer mean's floor
+    division by the count taken as at least 1, an empty group's min/max 0."""
+    if reduce == "mean" and not reduced.dtype.is_floating_point:
         counts = grouping.counts().clamp(min=1).to(reduced.dtype)
-        if reduced.dtype.is_floating_point:
-            return reduced / counts
         return torch.div(reduced, counts, rounding_mode="floor")
     if reduce in ("min", "max"):
-        return torch.where(grouping.counts() > 0, reduced, torch.zeros_like(reduced))
+        return _zero_empty(reduced, grouping)
     return reduced
+
+
+def _zero_empty(reduced: torch.Tensor, grouping: Grouping) -> torch.Tensor:
+    """0 for the empty groups: in eager code on their rows alone (a pass over the counts, one
+    synchronization, then a write of the empty rows, where a select would read and write all of
+    the result); under tracing, a select."""
+    if grouping.shared and direct_call_allowed(reduced):
+        empty = torch.nonzero(grouping.groups.counts() == 0).flatten()
+        if empty.numel():
+            reduced.index_fill_(grouping.dim, empty, 0)
+        return reduced
+    return torch.where(grouping.counts() > 0, reduced, torch.zeros_like(reduced))
 
 
 def _reduce(src, index, dim, dim_size, reduce, *, sorted_promise: bool) -> torch.Tensor:
     reduce = check_reduce(reduce, tuple(REDUCE_FUNCTIONS))
     grouping, _ = _grouped(src, index, dim, dim_size, sorted_promise=sorted_promise)
+    if reduce == "mean" and src.dtype.is_floating_point:
+        # each group's sum over its count in the kernel, an empty group's 0 its initial
+        return grouping.result(reduce_groups(grouping.groups, "AVERAGE", 0.0))
     reduced = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce]))
     return _finish(reduce, reduced, grouping)
 

@@ -36,7 +36,7 @@ forward AD, vmap, torch.compile and export come from them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 
@@ -76,7 +76,7 @@ class Groups:
     axis: int
 
     def counts(self) -> torch.Tensor:
-        return self.offsets[1:] - self.offsets[:-1]
+        return (self.offsets[1:] - self.offsets[:-1]).to(torch.int64)
 
     def detached(self) -> "Groups":
         """The same groups of values that carry no gradient (for an index output)."""
@@ -87,13 +87,15 @@ def sort_into_groups(values: torch.Tensor, axis: int, keys: torch.Tensor, n_grou
                      keys_sorted: bool) -> Groups:
     """Group ``values`` along ``axis`` by ``keys`` (1-D, one per position, each in
     [0, n_groups)): a stable sort unless ``keys_sorted``, then the boundaries of each key."""
-    keys = keys.to(torch.int64)
     order = None
     if not keys_sorted:
         keys, order = torch.sort(keys, stable=True)
         values = values.index_select(axis, order)
-    wanted = torch.arange(n_groups + 1, device=keys.device, dtype=torch.int64)
-    offsets = torch.searchsorted(keys, wanted)
+    wanted = torch.arange(n_groups + 1, device=keys.device, dtype=keys.dtype)
+    # int32 boundaries where they fit: half the bytes, for the search to write and the kernel
+    # to read (a GNN's width-1 features: a twelfth of the ideal bytes as int64)
+    small = keys.shape[0] < 2**31 - 1
+    offsets = torch.searchsorted(keys, wanted, out_int32=small)
     return Groups(values, offsets, order, axis)
 
 
@@ -107,21 +109,21 @@ def group_counts(keys: torch.Tensor, n_groups: int, keys_sorted: bool) -> torch.
     return offsets[1:] - offsets[:-1]
 
 
-def _reduce_fixed(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int):
+def _reduce_fixed(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int, initial):
     with devices.targeting(GROUP_TARGET):
-        return segment_reduce_axis(x, record_of(function), offsets, axis)[0]
+        return segment_reduce_axis(x, record_of(function), offsets, axis, initial=initial)[0]
 
 
 @define("group_reduce", opaque=True)
-def group_reduce_op(x: torch.Tensor, offsets: torch.Tensor, function: str,
-                    axis: int) -> torch.Tensor:
-    """``segment_reduce(x, offsets, function, axis)`` at the config of ``GROUP_TARGET`` on
-    every device."""
-    return _reduce_fixed(x, offsets, function, axis)
+def group_reduce_op(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int,
+                    initial: Optional[Union[int, float, bool]]) -> torch.Tensor:
+    """``segment_reduce(x, offsets, function, axis, initial)`` at the config of
+    ``GROUP_TARGET`` on every device."""
+    return _reduce_fixed(x, offsets, function, axis, initial)
 
 
 @group_reduce_op.register_fake
-def _fake_group_reduce(x, offsets, function, axis):
+def _fake_group_reduce(x, offsets, function, axis, initial):
     axis = _checks.normalize_axis(axis, x.dim())
     shape = list(x.shape)
     shape[axis] = offsets.shape[0] - 1
@@ -131,15 +133,15 @@ def _fake_group_reduce(x, offsets, function, axis):
 
 def _setup(ctx, inputs, output):
     # the segment reduction's derivative rules, which read these
-    x, offsets, function, axis = inputs
+    x, offsets, function, axis, initial = inputs
     ctx.function, ctx.axis = function, _checks.normalize_axis(axis, x.dim())
-    ctx.keepdims, ctx.initial = False, None
+    ctx.keepdims, ctx.initial = False, initial
     ctx.save_for_backward(x, offsets, output)
     ctx.save_for_forward(x, offsets, output)
 
 
 def _backward(ctx, grad):
-    return _reduce_backward(ctx, grad)[:4]
+    return _reduce_backward(ctx, grad)[:5]
 
 
 group_reduce_op.register_vmap(_vmap_rule(group_reduce_op))
@@ -147,14 +149,15 @@ differentiable_group_reduce = differentiable(group_reduce_op, _setup, _backward,
                                              jvp=_reduce_jvp)
 
 
-def reduce_groups(groups: Groups, function: str) -> torch.Tensor:
-    """Each group's ``function`` (a ReduceFunction name) by the segment kernel, along the axis:
-    the boundaries were made here, so none of them is checked again."""
+def reduce_groups(groups: Groups, function: str, initial=None) -> torch.Tensor:
+    """Each group's ``function`` (a ReduceFunction name; ``initial`` as segment_reduce's: an
+    empty group's value, AVERAGE's too) by the segment kernel, along the axis: the boundaries
+    were made here, so none of them is checked again."""
     x, offsets = groups.values, groups.offsets
     with prechecked(x, offsets):
         if direct_call_allowed(x, inputs=(offsets,)):
-            return _reduce_fixed(x, offsets, function, groups.axis)
-        return differentiable_group_reduce(x, offsets, function, groups.axis)
+            return _reduce_fixed(x, offsets, function, groups.axis, initial)
+        return differentiable_group_reduce(x, offsets, function, groups.axis, initial)
 
 
 @dataclass(frozen=True)
