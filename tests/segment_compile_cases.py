@@ -88,3 +88,27 @@ def segment_launches(layouts=tuple(LAYOUTS)) -> list:
                                                                    axis),
                                 dict(layout=layout, op="affine", dtype="torch.float32"))
     return descriptions
+
+
+# The scatter ops' group reductions (tritonml/torch_ops/scatter_groups.py): int32 boundaries, at
+# the H100 config they take on every device; a GNN's edges x features along the edges (width 1:
+# the flat tile; 16 and 64: a strided axis under contiguous features)
+GROUP_LAYOUTS = {"width 1": ((1 << 20,), 0), "width 16": ((1 << 16, 16), 0),
+                 "width 64": ((1 << 14, 64), 0)}
+GROUP_FUNCTIONS = (("SUM", None), ("MAX", None), ("MIN", None), ("MULTIPLY", None),
+                   ("AVERAGE", 0.0), ("ARGMAX", None))
+
+
+def group_launches() -> list:
+    """The group reductions of the scatter ops on float32, every function they run, at each
+    width."""
+    descriptions = []
+    for layout, (shape, axis) in GROUP_LAYOUTS.items():
+        offsets = torch.tensor([0, 5, 5, shape[axis] // 2, shape[axis]], dtype=torch.int32)
+        x = torch.empty(shape, dtype=torch.float32)
+        for name, initial in GROUP_FUNCTIONS:
+            descriptions += _record(
+                lambda: S.segment_reduce_axis(x, record_of(name), offsets, axis,
+                                              initial=initial),
+                dict(layout=layout, op=f"group {name}", dtype=str(x.dtype)))
+    return descriptions

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import tritonml
-from tests.segment_compile_cases import segment_launches
+from tests.segment_compile_cases import group_launches, segment_launches
 from tritonml.bench import segment_model
 from tritonml.bench.gpu_compile import compile_in_subprocess
 from tritonml_autotune.registers import occupancy_caps, spill_free_maxnreg
@@ -36,7 +36,10 @@ def _spilled(result) -> int:
 def compiled_segments():
     """Every specialization for each arch as it runs: compiled as ptxas chooses, then, where
     that spills, at each register cap ``spill_free_maxnreg`` may try, keeping what it picks."""
-    descriptions = segment_launches()
+    return _compiled_as_launched(segment_launches())
+
+
+def _compiled_as_launched(descriptions) -> list:
     plain = compile_in_subprocess(descriptions, archs=ARCHS, timeout=limit(1800))
     retries = {arch: [] for arch in ARCHS}
     for i, desc in enumerate(descriptions):
@@ -78,6 +81,19 @@ def test_segment_kernels_compile_without_spills_on_sm80_and_sm90(compiled_segmen
                 for r in compiled_segments
                 if _spilled(r) or r.get("local_accesses_in_loops", 0)]
     assert not spilling, spilling[:5]
+
+
+def test_scatter_group_reductions_compile_without_spills_on_sm80_and_sm90():
+    """The scatter ops' specializations (int32 boundaries, the H100 config, widths 1 to 64),
+    as they launch."""
+    compiled = _compiled_as_launched(group_launches())
+    failed = [(r["case"], r["arch"], r.get("error", "")[-300:]) for r in compiled
+              if not r.get("ok", True) or r.get("error")]
+    assert not failed, failed[:3]
+    spilling = [(r["case"], r["arch"], r.get("registers"), r.get("guard_cap"))
+                for r in compiled if _spilled(r) or r.get("local_accesses_in_loops", 0)]
+    assert not spilling, spilling[:5]
+    assert {r["case"]["layout"] for r in compiled} == {"width 1", "width 16", "width 64"}
 
 
 def test_register_caps_keep_most_specializations_at_ptxas_choice(compiled_segments):

@@ -56,24 +56,31 @@ def check_reduce(reduce, allowed: Sequence[str]) -> str:
     return reduce
 
 
-def index_facts(index: torch.Tensor, n: int, name: str = "index", *,
-                sorted_along: Optional[int] = None) -> bool:
-    """Check that every value of ``index`` is in [0, n) and tell whether it is non-decreasing
-    along ``sorted_along`` (False when not asked). One pass over the index (the ready reduction
-    ``index_facts``: its range and its descents, from the index and the index one step on) and
-    one device synchronization; in eager code only (``values_readable``): under torch.compile,
-    export and torch.func transforms nothing is read, the values must be right, and the index is
-    taken as unsorted."""
-    if index.numel() == 0 or not values_readable(index):
-        return False
-    along = sorted_along if sorted_along is not None else index.dim() - 1
+def read_index(index: torch.Tensor, along: int) -> tuple[int, int, int]:
+    """(min, max, descents along ``along``) of a non-empty int32/int64 ``index``: one pass over
+    it (the ready reduction ``index_facts``: each element and the next, the second view reading
+    what the first brought into the cache) and one device synchronization."""
     length = index.shape[along] if index.dim() else 1
     if length < 2:
-        facts = [index.min(), index.max(), torch.zeros((), dtype=index.dtype)]
+        facts = [index.min(), index.max(), torch.zeros((), dtype=index.dtype,
+                                                       device=index.device)]
     else:
         here, after = index.narrow(along, 0, length - 1), index.narrow(along, 1, length - 1)
         facts = list(reduce_with(_ready.index_facts, (here, after), axes=None, keepdims=False))
     lo, hi, descents = torch.stack([f.to(torch.int64) for f in facts]).tolist()
+    return lo, hi, descents
+
+
+def index_facts(index: torch.Tensor, n: int, name: str = "index", *,
+                sorted_along: Optional[int] = None) -> bool:
+    """Check that every value of ``index`` is in [0, n) and tell whether it is non-decreasing
+    along ``sorted_along`` (False when not asked): ``read_index``, in eager code only
+    (``values_readable``). Under torch.compile, export and torch.func transforms nothing is
+    read, the values must be right, and the index is taken as unsorted."""
+    if index.numel() == 0 or not values_readable(index):
+        return False
+    along = sorted_along if sorted_along is not None else max(index.dim() - 1, 0)
+    lo, hi, descents = read_index(index, along)
     if lo < 0 or hi >= n:
         raise ValueError(f"{name}: every value must be in [0, {n}), found "
                          f"{lo if lo < 0 else hi}")
@@ -147,6 +154,8 @@ def grouped_reduce(input: torch.Tensor, dim: int, index: torch.Tensor, src: torc
 def fold_in(reduce: str, region: torch.Tensor, reduced: torch.Tensor, grouping: Grouping,
             include_self: bool) -> torch.Tensor:
     """torch's result on ``region`` (input where the groups land) from each group's reduction."""
+    if reduce in ("sum", "prod") and include_self:
+        return region + reduced if reduce == "sum" else region * reduced
     counts = grouping.counts()
     if reduce == "mean":
         if include_self:
@@ -154,10 +163,6 @@ def fold_in(reduce: str, region: torch.Tensor, reduced: torch.Tensor, grouping: 
         return torch.where(counts > 0, _divide(reduced, counts.clamp(min=1)), region)
     if not include_self:
         return torch.where(counts > 0, reduced, region)
-    if reduce == "sum":
-        return region + reduced
-    if reduce == "prod":
-        return region * reduced
     return (torch.maximum if reduce == "amax" else torch.minimum)(region, reduced)
 
 
@@ -401,17 +406,16 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None,
         dtype = torch.float32 if weights.dtype == torch.float32 else torch.float64
     n = minlength
     sorted_index = True
+    # the checks' reduction reads 32- and 64-bit integers: narrower ones are widened first
+    keys = input if input.dtype in (torch.int32, torch.int64) else input.to(torch.int32)
     if input.numel():
-        steps = input.diff() if input.numel() > 1 else input.new_zeros(1)
-        lo, hi, unsorted = torch.stack([input.min().to(torch.int64),
-                                        input.max().to(torch.int64),
-                                        (steps < 0).any().to(torch.int64)]).tolist()
+        lo, hi, descents = read_index(keys, 0)
         if lo < 0:
             raise ValueError(f"input: values must be non-negative, found {lo}")
-        n, sorted_index = max(n, hi + 1), unsorted == 0
+        n, sorted_index = max(n, hi + 1), descents == 0
     if weights is None:
-        return group_counts(input, n, keys_sorted=sorted_index)
-    grouping = group(weights.to(dtype), 0, input, n, index_sorted=sorted_index)
+        return group_counts(keys, n, keys_sorted=sorted_index)
+    grouping = group(weights.to(dtype), 0, keys, n, index_sorted=sorted_index)
     return reduce_groups(grouping.groups, "SUM")
 
 
