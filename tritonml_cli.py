@@ -29,10 +29,14 @@ BENCH_CASES = ("scan-short-rows", "scan-square-last", "scan-square-first", "scan
                "segment-reduce-short", "segment-reduce-long", "segment-reduce-power",
                "segment-scan-short", "segment-scan-long", "segment-scan-power",
                "padded-reduce-short", "padded-reduce-long", "padded-reduce-power",
-               "padded-scan-short", "padded-scan-long", "padded-scan-power")
+               "padded-scan-short", "padded-scan-long", "padded-scan-power",
+               "scatter-gnn-scatter-f1", "scatter-gnn-scatter-f16", "scatter-gnn-scatter-f64",
+               "scatter-gnn-segment_coo-f1", "scatter-gnn-segment_coo-f16",
+               "scatter-gnn-segment_coo-f64", "scatter-embedding-grad",
+               "scatter-bincount-weights")
 BENCH_OPS = ("cumulative_sum", "SUM", "AVERAGE", "L1", "L2", "SUM_SQUARE", "MULTIPLY", "MIN", "MAX",
              "ARGMIN", "ARGMAX", "LOG_SUM", "LOG_SUM_EXP", "linear_recurrence",
-             "segment_scan")
+             "segment_scan", "sum", "mean", "max")
 BENCH_DTYPES = ("float32", "float16", "bfloat16", "int32", "int8")
 FEATURE_LEVELS = ("1_0", "2_0", "2_1", "3_0", "3_1", "4_0", "4_1", "5_0", "5_1", "5_2", "6_0",
                   "6_1", "6_2", "6_3", "6_4")

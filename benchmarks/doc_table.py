@@ -9,7 +9,11 @@ tests/autotune/test_autotune_select.py fails when the doc and the code disagree.
 is ``tritonml.bench.long_scans.table("H100")`` (checked by tests/autotune/test_chunked_model.py).
 docs/segments.md: the table between ``<!-- segments H100 begin -->`` and
 ``<!-- segments H100 end -->`` is ``tritonml.bench.segment_model.table()`` (checked by
-tests/bench/test_segment_model.py).
+tests/bench/test_segment_model.py). docs/scatter.md: the table between ``<!-- scatter H100 begin -->``
+and ``<!-- scatter H100 end -->`` is ``tritonml.bench.scatter_model.table()`` (checked by
+tests/bench/test_scatter_model.py).
+
+    python -m benchmarks.doc_table --check  (writes nothing; exit status 1 if a doc is stale)
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "tuning.md"
 PERFORMANCE_DOC = ROOT / "docs" / "performance.md"
 SEGMENTS_DOC = ROOT / "docs" / "segments.md"
+SCATTER_DOC = ROOT / "docs" / "scatter.md"
 TARGETS = ("H100", "A100")
 LONG_SCANS_TARGET = "H100"
 
@@ -64,15 +69,31 @@ def rendered_segments(text: str) -> str:
     return text
 
 
-def main() -> int:
+def rendered_scatter(text: str) -> str:
+    from tritonml.bench import scatter_model
+
+    table = scatter_model.table()
+    text, count = section("H100", "scatter").subn(
+        lambda m: m.group(1) + table + "\n" + m.group(3), text)
+    if count != 1:
+        raise ValueError(f"{SCATTER_DOC}: expected one 'scatter H100' section, found {count}")
+    return text
+
+
+def main(argv=None) -> int:
+    """Rewrite each doc's tables; with ``--check``, only say which are stale (exit status 1)."""
+    check = "--check" in (sys.argv[1:] if argv is None else argv)
+    stale = []
     for doc, render in ((DOC, rendered), (PERFORMANCE_DOC, rendered_performance),
-                        (SEGMENTS_DOC, rendered_segments)):
+                        (SEGMENTS_DOC, rendered_segments), (SCATTER_DOC, rendered_scatter)):
         text = doc.read_text(encoding="utf-8")
         new = render(text)
         if new != text:
-            doc.write_text(new, encoding="utf-8")
-            print(f"updated {doc}")
-    return 0
+            stale.append(doc)
+            if not check:
+                doc.write_text(new, encoding="utf-8")
+            print(f"{'stale' if check else 'updated'} {doc}")
+    return 1 if check and stale else 0
 
 
 if __name__ == "__main__":

@@ -11,6 +11,9 @@
 #   dense     scans and reductions, every function, six dtypes  -> check_dense.txt
 #   segments  segmented ops and the DSL's tuple states          -> check_segments.txt
 #   bench     the benchmark suite against torch eager           -> bench/ (CSV, JSON, PNG)
+#   scatter   the suite's scatter entries alone (GNN aggregation, index_add, bincount) against
+#             torch's atomics, its deterministic mode and torch_scatter, the sort timed apart
+#                                                               -> scatter/ (CSV, JSON, PNG)
 #   host      warm per-call host time                           -> host_overhead.txt
 # and two that save device minutes:
 #   checks    stress, dense and segments at once, one process per check and dtype (their first
@@ -34,7 +37,10 @@ DTYPES=${DTYPES:-float32,float16,bfloat16,int32,int64,uint8}
 PY=${PYTHON:-python3}   # the GPU machine's own Python (torch and Triton installed)
 LIMIT=${LIMIT:-560}   # seconds: under the machine's 10 minutes a command
 
-phase=${1:?name a phase: env, stress, dense, segments, bench, host, checks or all}
+phase=${1:?name a phase: env, stress, dense, segments, bench, scatter, host, checks or all}
+SCATTER_CASES=scatter-gnn-scatter-f1,scatter-gnn-scatter-f16,scatter-gnn-scatter-f64,\
+scatter-gnn-segment_coo-f1,scatter-gnn-segment_coo-f16,scatter-gnn-segment_coo-f64,\
+scatter-embedding-grad,scatter-bincount-weights
 START=$SECONDS
 
 # check LIMIT OPS DTYPES NAME: one gpu_check run, bounded, into check_NAME.txt.
@@ -82,6 +88,9 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_properties(0))'
   bench)
     timeout "$LIMIT" "$PY" -m tritonml_cli bench --no-compile --output "$OUT/bench" \
       ${CASES:+--cases "$CASES"} > "$OUT/bench.txt" 2>&1 ;;
+  scatter)
+    timeout "$LIMIT" "$PY" -m tritonml_cli bench --no-compile --output "$OUT/scatter" \
+      --cases "$SCATTER_CASES" > "$OUT/scatter.txt" 2>&1 ;;
   host)
     timeout "$LIMIT" "$PY" -m benchmarks.host_overhead > "$OUT/host_overhead.txt" 2>&1 ;;
   checks)
@@ -101,8 +110,8 @@ print(torch.cuda.get_device_name(), torch.cuda.get_device_properties(0))'
     cat "$OUT/checks.txt"
     exit "$status" ;;
   *)
-    echo "gpu_session.sh: unknown phase '$phase' (env, stress, dense, segments, bench, host," \
-      "checks, all)" >&2
+    echo "gpu_session.sh: unknown phase '$phase' (env, stress, dense, segments, bench, scatter," \
+      "host, checks, all)" >&2
     exit 2 ;;
 esac
 status=$?

@@ -158,7 +158,7 @@ def test_bad_options_fail_clearly_before_running(tmp_path, capsys, options, mess
 def test_every_suite_entry_runs_its_ops_on_its_dtypes():
     """The suite's promises: each group, the twelve reduce functions, int8 for reductions."""
     assert {e.group for e in cases.SUITE} == {"scan", "reduce", "recurrence", "segment",
-                                              "padded"}
+                                              "padded", "scatter"}
     functions = cases.ENTRIES["reduce-functions"].ops
     assert sorted(functions) == sorted(tritonml.ReduceFunction.__members__)
     for entry in cases.SUITE:
@@ -356,7 +356,7 @@ def test_the_ratio_figures_show_each_family_with_the_padded_rows_as_baselines(tm
         fig, dpi = by_name[name]
         panels = [ax for ax in fig.axes if ax.get_visible()]
         assert _panel_titles(fig) == ["cumulative_sum", "reduce", "linear_recurrence",
-                                      "segment_reduce"]
+                                      "segment_reduce", "scatter"]
         labels = [t.get_text() for ax in panels for t in ax.get_yticklabels()]
         assert len(labels) == lines and not any("padded" in label for label in labels)
         drawn = {"tritonml": [], "baseline": []}
@@ -387,7 +387,7 @@ def test_the_ratio_figures_show_each_family_with_the_padded_rows_as_baselines(tm
         assert any(e.startswith("padded to the longest segment") for e in entries)
     fig, _ = by_name["bench_gbps.png"]
     assert _panel_titles(fig) == ["cumulative_sum", "reduce", "linear_recurrence",
-                                  "segment_reduce"]
+                                  "segment_reduce", "scatter"]
     (legend,) = fig.legends
     entries = [t.get_text() for t in legend.get_texts()]
     assert entries[:3] == ["tritonml", "torch eager", "torch.compile"]

@@ -12,7 +12,7 @@ reference and the ideal bytes computed from shapes and dtypes alone.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import torch
@@ -54,6 +54,8 @@ class Entry:
     axes: the scanned axis (one) or the reduced axes (None: all).
     segments: the segment length distribution of a "segment" or "padded" entry
     (``segment_cases.LENGTH_KINDS``).
+    scatter: the form of a "scatter" entry (``scatter_cases.FORMS``): GNN aggregation with an
+    unsorted ("scatter") or sorted ("segment_coo") index, "index_add", "bincount".
     """
     name: str
     group: str
@@ -64,6 +66,7 @@ class Entry:
     dtypes: tuple
     what: str
     segments: Optional[str] = None
+    scatter: Optional[str] = None
 
 
 def _segment_entries() -> tuple:
@@ -78,6 +81,28 @@ def _segment_entries() -> tuple:
         for group in ("segment", "padded")
         for what, ops in (("reduce", SEGMENT_FUNCTIONS), ("scan", (SEGMENT_SCAN,)))
         for kind, text in kinds.items())
+
+
+def _scatter_entries() -> tuple:
+    """Scatter and index reductions (``scatter_cases``): GNN aggregation of 2**22 edges into
+    2**18 nodes at three feature widths, the index unsorted and sorted; an embedding gradient's
+    index_add; a weighted bincount. Quick: 2**12 edges (and proportionally smaller)."""
+    from . import scatter_cases as C
+    gnn = tuple(
+        Entry(f"scatter-gnn-{form}-f{width}", "scatter", (C.EDGES, width),
+              (C.QUICK_EDGES, width), (0,), C.GNN_REDUCES, (F32,),
+              f"GNN aggregation, {'sorted' if form == 'segment_coo' else 'unsorted'} index "
+              f"(tritonml.{form}), 2**22 edges into 2**18 nodes, {width} features",
+              scatter=form)
+        for form in ("scatter", "segment_coo") for width in C.WIDTHS)
+    return gnn + (
+        Entry("scatter-embedding-grad", "scatter", (C.TOKENS, C.EMBED_DIM),
+              (C.QUICK_TOKENS, C.EMBED_DIM), (0,), ("sum",), (F32,),
+              "embedding gradient: index_add of 2**19 token rows of 128 into 2**15 (Zipf ids)",
+              scatter="index_add"),
+        Entry("scatter-bincount-weights", "scatter", (C.BINCOUNT_IDS,), (C.QUICK_BINCOUNT_IDS,),
+              (0,), ("sum",), (F32,), "bincount of 2**24 Zipf ids into 2**16 bins, weighted",
+              scatter="bincount"))
 
 
 SUITE = (
@@ -121,7 +146,7 @@ SUITE = (
           (F32, F16, BF16), "h[t] = gates[t] * h[t-1] + tokens[t] (tuple scan, the DSL)"),
     Entry("linear-recurrence-long", "recurrence", (4, 2 ** 20), (2, 2 ** 13), (1,), (RECURRENCE,),
           (F32, F16, BF16), "the recurrence over (4, 2**20): few, long sequences"),
-) + _segment_entries()
+) + _segment_entries() + _scatter_entries()
 ENTRIES = {entry.name: entry for entry in SUITE}
 ALL_OPS = tuple(dict.fromkeys(op for entry in SUITE for op in entry.ops))
 ALL_DTYPES = tuple(dict.fromkeys(d for entry in SUITE for d in entry.dtypes))
@@ -204,8 +229,16 @@ class Prepared:
     exact: bool                         # integer results (or indices): compared for equality
     launch: Optional[Callable[[], torch.Tensor]] = None
     compile_note: Optional[str] = None  # why torch.compile is not timed (None: it is)
-    """The launcher under the public function (``tritonml.launchers``), same config choice and kernels:
-    what bytes are counted on, since memtrace sees the registered torch op as one opaque call."""
+    # further peers timed on the same inputs, by name: each a function of ``inputs``
+    # (scatter_cases: torch under deterministic algorithms, torch_scatter)
+    peers: dict = field(default_factory=dict)
+    # parts of tritonml's run timed apart, by name, each a closure (scatter_cases: the sort)
+    parts: dict = field(default_factory=dict)
+    # extra row fields from the counted run's memtrace (scatter_cases.sort_share)
+    trace_fields: Optional[Callable] = None
+    """``launch``: the launcher under the public function (``tritonml.launchers``), same config
+    choice and kernels: what bytes are counted on, since memtrace sees the registered torch op
+    as one opaque call."""
 
     def counted_run(self):
         return (self.launch or self.run)()
@@ -230,6 +263,9 @@ def prepare(entry: Entry, op: str, dtype: torch.dtype, shape: tuple, device="cpu
     if entry.segments is not None:
         from .segment_cases import prepare_segment
         return prepare_segment(entry, op, dtype, shape, device)
+    if entry.scatter is not None:
+        from .scatter_cases import prepare_scatter
+        return prepare_scatter(entry, op, dtype, shape, device)
     rank = len(shape)
     axes = tuple(range(rank)) if entry.axes is None else tuple(a % rank for a in entry.axes)
     if entry.group == "recurrence":

@@ -18,6 +18,11 @@ COLUMNS = (
     "compile_ms", "compile_ms_p20", "compile_ms_p80", "compile_gbps", "compile_error",
     "copy_ms", "copy_gbps", "tritonml_copy_fraction", "note", "tritonml_note", "eager_note",
     "compile_note",
+    # scatter entries (scatter_cases): torch deterministic, torch_scatter, the sort apart
+    "deterministic_ms", "deterministic_ms_p20", "deterministic_ms_p80", "deterministic_gbps",
+    "deterministic_error", "deterministic_note", "torch_scatter_ms", "torch_scatter_ms_p20",
+    "torch_scatter_ms_p80", "torch_scatter_gbps", "torch_scatter_error", "torch_scatter_note",
+    "sort_bytes", "sort_share_bytes", "sort_ms", "sort_share",
     "target_bytes", "target_launches", "target_modeled_time", "target_vector_128",
     "target_no_spills", "target_copy_bandwidth", "target_faster_than_eager",
 )
@@ -104,7 +109,39 @@ def markdown(environment: dict, rows: list) -> str:
                 f"{_fmt(r.get('eager_gbps'), '.0f')} | {_fmt(r.get('compile_ms'))} | "
                 f"{_fmt(r.get('compile_gbps'), '.0f')} | {_fmt(r.get('tritonml_error'), '.1e')} | "
                 f"{_fmt(r.get('eager_error'), '.1e')} | {_fmt(r.get('compile_error'), '.1e')} |")
+    lines += _scatter_lines(measured)
     return "\n".join(lines) + "\n"
+
+
+def _peer(r: dict, name: str) -> str:
+    """A peer's time, or why it has none (torch raised, torch_scatter not installed)."""
+    if r.get(f"{name}_ms") is not None:
+        return _fmt(r[f"{name}_ms"])
+    note = r.get(f"{name}_note")
+    return f"raises: {note.split(':')[0]}" if note else "not run"
+
+
+def _scatter_lines(measured: list) -> list:
+    """The scatter rows' sort, apart: its counted bytes and share, and where timed its time and
+    share of tritonml's, beside torch's atomic kernels, torch's deterministic mode and
+    torch_scatter."""
+    rows = [r for r in measured if r["group"] == "scatter"]
+    if not rows:
+        return []
+    lines = ["", "Scatter rows: the sort of an unsorted index (torch.sort and the gather into its "
+             "order) apart, its bytes as counted (the interpreter sees the sort's input and "
+             "outputs once; docs/scatter.md models a GPU's radix sort), and the peers where "
+             "timed:", "",
+             "| entry | op | sort bytes | of bytes | sort ms | of tritonml ms | tritonml ms | "
+             "eager (atomic) ms | deterministic ms | torch_scatter ms |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(
+            f"| {r['entry']} | {r['op']} | {_cell(r.get('sort_bytes'))} | "
+            f"{_fmt(r.get('sort_share_bytes'), '.0%')} | {_fmt(r.get('sort_ms'))} | "
+            f"{_fmt(r.get('sort_share'), '.0%')} | {_fmt(r.get('tritonml_ms'))} | "
+            f"{_peer(r, 'eager')} | {_peer(r, 'deterministic')} | {_peer(r, 'torch_scatter')} |")
+    return lines
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,7 +160,8 @@ HEADER_HEIGHT = 0.75      # inches for the figure's title and legend
 # One panel per family of the suite (a group of entries), in this order; a group not named here
 # gets a panel after these, titled by its name.
 FAMILY_TITLES = {"scan": "cumulative_sum", "reduce": "reduce (SUM where no op is named)",
-                 "recurrence": "linear_recurrence", "segment": "segment_reduce, segment_scan"}
+                 "recurrence": "linear_recurrence", "segment": "segment_reduce, segment_scan",
+                 "scatter": "scatter, segment_coo, index_add, bincount"}
 # Groups that are baselines rather than tritonml's own ops: each row is drawn on the line of its
 # peer in another family (the entry named with that family's prefix, the same op and dtype) as a
 # reference marker, so a baseline 20 x the ideal neither gets a line nor sets a linear axis.

@@ -90,6 +90,8 @@ def count_rows(items, args) -> list:
             continue
         fields, result, trace = measure.count(prepared, args.target)
         row.update(fields)
+        if prepared.trace_fields is not None:
+            row.update(prepared.trace_fields(trace))
         row["ideal_bytes"] = prepared.ideal_bytes
         row["kernels"] = "+".join(launch["kernel"] for launch in fields["launch_detail"])
         row["tritonml_error"] = _cases.relative_error(result, prepared.reference()) \

@@ -111,22 +111,29 @@ def chunk_steps(offsets: np.ndarray, config, elements: int, op: str) -> np.ndarr
     return walk + np.where(inside, -(-tail_tiles // config.fold_tiles), tail_tiles)
 
 
-def modeled(distribution: Distribution, op: str, device=devices.H100) -> Modeled:
-    """The segment kernel's launch for ``distribution`` (``op``: "reduce" or "scan")."""
-    lengths = distribution.lengths
+def kernel_launch(lengths: np.ndarray, op: str, device=devices.H100, *, inner: int = 1,
+                  element_bytes: int = ELEMENT_BYTES, state_bytes: int = STATE_BYTES,
+                  registers=None) -> tuple:
+    """The segment kernel's launch over segments of ``lengths`` along an axis with ``inner``
+    contiguous positions beside it (a row of ``inner`` values per position: one chain while
+    ``inner`` fits a tile's ``MAX_BLOCK_INNER``), as ``cost.Launch``; with its config, the most
+    programs the longest segment spans, the ideal bytes (x read once, the result written once,
+    the boundaries read once) and the modeled seconds (``registers`` per thread: the 1-D
+    figures of ``REGISTERS`` unless given)."""
     elements, segments = int(lengths.sum()), len(lengths)
     with devices.targeting(device):
-        config = segment_config(elements, 1, 1, STATE_BYTES, "cuda", scan=op == "scan")
+        config = segment_config(elements, inner, 1, state_bytes, "cuda", scan=op == "scan")
     tile = config.block_axis * config.block_inner
     tiles = -(-elements // config.block_axis)
-    chunk = config.chunk_tiles * config.block_axis          # elements per program
-    programs = -(-tiles // config.chunk_tiles)
+    chunk = config.chunk_tiles * config.block_axis          # positions per program
+    chains = -(-inner // config.block_inner)
+    programs = chains * -(-tiles // config.chunk_tiles)
     longest = int(lengths.max())
     split = -(-(longest - 1) // chunk) + 1     # programs it can span, at worst alignment
-    x = elements * ELEMENT_BYTES
-    result = (segments if op == "reduce" else elements) * ELEMENT_BYTES
+    x = elements * inner * element_bytes
+    result = (segments if op == "reduce" else elements) * inner * element_bytes
     boundaries = (segments + 1) * OFFSET_BYTES
-    published = programs * (config.block_inner * STATE_BYTES + cost.STATUS_WORD_BYTES)
+    published = programs * (config.block_inner * state_bytes + cost.STATUS_WORD_BYTES)
     ideal = x + result + boundaries
     offsets = np.concatenate(([0], np.cumsum(lengths)))
     steps = chunk_steps(offsets, config, elements, op)
@@ -135,15 +142,24 @@ def modeled(distribution: Distribution, op: str, device=devices.H100) -> Modeled
     reread = 0.0
     if op == "scan":
         reread = float(np.sum(scan_tails(offsets, config, elements)[0])) * config.block_axis \
-            * ELEMENT_BYTES
+            * inner * element_bytes
     launch = cost.Launch("segment", tile, config.num_warps, programs, ideal + published,
                          serial_tiles=-(-split // config.window),
                          tail_seconds=cost.CHUNKED_TAIL_ROUND_TRIPS * cost.FOLD_ROUND_TRIP_SECONDS,
                          l2_bytes=reread, reread_bytes=reread, steps=int(steps.max()),
                          total_steps=int(steps.sum()))
-    seconds = cost.launch_seconds(device, launch, REGISTERS[op])
-    return Modeled(distribution.label, op, elements, segments, programs, segments / programs,
-                   split, (ideal + published) / ideal, seconds, model.ideal_seconds(device, ideal))
+    seconds = cost.launch_seconds(device, launch, REGISTERS[op] if registers is None
+                                  else registers)
+    return launch, config, split, ideal, seconds
+
+
+def modeled(distribution: Distribution, op: str, device=devices.H100) -> Modeled:
+    """The segment kernel's launch for ``distribution`` (``op``: "reduce" or "scan")."""
+    lengths = distribution.lengths
+    launch, _, split, ideal, seconds = kernel_launch(lengths, op, device)
+    return Modeled(distribution.label, op, int(lengths.sum()), len(lengths), launch.programs,
+                   len(lengths) / launch.programs, split, launch.bytes_moved / ideal, seconds,
+                   model.ideal_seconds(device, ideal))
 
 
 def rows(device=devices.H100) -> list:

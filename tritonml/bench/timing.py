@@ -1,4 +1,6 @@
-"""Timing on a GPU: tritonml, torch eager and torch.compile on the same inputs, and a copy.
+"""Timing on a GPU: tritonml, torch eager and torch.compile on the same inputs, and a copy; an
+entry's further peers (``Prepared.peers``) and the parts of tritonml's run it times apart
+(``Prepared.parts``: ``{name}_ms`` and ``{name}_share`` of tritonml's time) where it has them.
 
 Each is timed with ``triton.testing.do_bench`` (median and the 20th/80th percentiles, ms) after a
 warm-up call (the first call of a shape is where tritonml chooses, and on a GPU may time, its
@@ -62,6 +64,8 @@ def time_prepared(prepared, dry_run: bool) -> dict:
     if prepared.compile_note:
         del runs["compile"]
         row["compile_note"] = prepared.compile_note
+    runs.update({name: (lambda peer=peer: peer(*prepared.inputs))
+                 for name, peer in prepared.peers.items()})
     for name, fn in runs.items():
         try:
             if name != "tritonml":
@@ -72,6 +76,11 @@ def time_prepared(prepared, dry_run: bool) -> dict:
             continue
         row[f"{name}_ms"], row[f"{name}_ms_p20"], row[f"{name}_ms_p80"] = median, low, high
         row[f"{name}_gbps"] = prepared.ideal_bytes / (median * 1e-3) / 1e9
+    # parts of tritonml's run timed apart (the sort of an unsorted scatter), with their share
+    for name, fn in prepared.parts.items():
+        row[f"{name}_ms"] = timer(fn)[0]
+        if row.get("tritonml_ms"):
+            row[f"{name}_share"] = row[f"{name}_ms"] / row["tritonml_ms"]
     half = max(1, prepared.ideal_bytes // 2)
     device = prepared.inputs[0].device
     source = torch.empty(half, dtype=torch.uint8, device=device)
