@@ -67,8 +67,8 @@ def shared_index(index: torch.Tensor, dim: int) -> Optional[torch.Tensor]:
 
 @dataclass(frozen=True)
 class Groups:
-    """``values``: src's elements in group order along ``axis``; ``offsets``: the n + 1 int64
-    group boundaries along it; ``order``: the source position of each of them (None where the
+    """``values``: src's elements in group order along ``axis``; ``offsets``: the n + 1 group
+    boundaries along it (int32 or int64); ``order``: the source position of each of them (None where the
     index was sorted: the identity)."""
     values: torch.Tensor
     offsets: torch.Tensor
@@ -83,34 +83,39 @@ class Groups:
         return Groups(self.values.detach(), self.offsets, self.order, self.axis)
 
 
+def _sorted(keys: torch.Tensor, n_groups: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``keys`` stably sorted, and the order that sorts them (int64)."""
+    # a radix sort passes over a key's bytes: int32 keys take half the passes of int64
+    if n_groups <= 2**31 - 1 and keys.dtype == torch.int64:
+        keys = keys.to(torch.int32)
+    return torch.sort(keys, stable=True)
+
+
+def _boundaries(sorted_keys: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """Where each key's run starts in ``sorted_keys``, and the end: n_groups + 1 boundaries,
+    int32 where they fit (half the bytes for the search to write and the kernel to read: with a
+    GNN's width-1 features, int64 boundaries were a twelfth of the ideal bytes)."""
+    wanted = torch.arange(n_groups + 1, device=sorted_keys.device, dtype=sorted_keys.dtype)
+    return torch.searchsorted(sorted_keys, wanted, out_int32=sorted_keys.shape[0] < 2**31 - 1)
+
+
 def sort_into_groups(values: torch.Tensor, axis: int, keys: torch.Tensor, n_groups: int,
                      keys_sorted: bool) -> Groups:
     """Group ``values`` along ``axis`` by ``keys`` (1-D, one per position, each in
     [0, n_groups)): a stable sort unless ``keys_sorted``, then the boundaries of each key."""
     order = None
     if not keys_sorted:
-        # a radix sort passes over a key's bytes: int32 keys take half the passes of int64
-        if n_groups <= 2**31 - 1 and keys.dtype == torch.int64:
-            keys = keys.to(torch.int32)
-        keys, order = torch.sort(keys, stable=True)
+        keys, order = _sorted(keys, n_groups)
         values = values.index_select(axis, order)
-    wanted = torch.arange(n_groups + 1, device=keys.device, dtype=keys.dtype)
-    # int32 boundaries where they fit: half the bytes, for the search to write and the kernel
-    # to read (a GNN's width-1 features: a twelfth of the ideal bytes as int64)
-    small = keys.shape[0] < 2**31 - 1
-    offsets = torch.searchsorted(keys, wanted, out_int32=small)
-    return Groups(values, offsets, order, axis)
+    return Groups(values, _boundaries(keys, n_groups), order, axis)
 
 
 def group_counts(keys: torch.Tensor, n_groups: int, keys_sorted: bool) -> torch.Tensor:
     """How many of ``keys`` (1-D, each in [0, n_groups)) are each key (int64)."""
     if not keys_sorted:
-        if n_groups <= 2**31 - 1 and keys.dtype == torch.int64:
-            keys = keys.to(torch.int32)
-        keys = torch.sort(keys, stable=True)[0]
-    wanted = torch.arange(n_groups + 1, device=keys.device, dtype=keys.dtype)
-    offsets = torch.searchsorted(keys, wanted)
-    return offsets[1:] - offsets[:-1]
+        keys = _sorted(keys, n_groups)[0]
+    offsets = _boundaries(keys, n_groups)
+    return (offsets[1:] - offsets[:-1]).to(torch.int64)
 
 
 def _reduce_fixed(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int, initial):
