@@ -47,7 +47,7 @@ def no_routing_after_each_test():
     yield
     disable()
     torch.use_deterministic_algorithms(False)
-    deterministic_routing(True)
+    deterministic_routing(True, devices="cuda")
 
 
 def mode_count() -> int:
@@ -482,8 +482,10 @@ def test_deterministic_routing_false_opts_out_and_true_opts_back_in():
     torch.use_deterministic_algorithms(True)
     deterministic_routing(False)
     assert scatter_once() == 0 and mode_count() == 0
-    deterministic_routing(True, devices=CPU)
+    deterministic_routing(True)     # on the devices set before
     assert scatter_once() > 0
+    deterministic_routing(True, devices="cuda")
+    assert scatter_once() == 0
 
 
 def test_disable_leaves_deterministic_routing_on():
@@ -510,7 +512,7 @@ def test_other_threads_route_once_they_ask():
 
     def worker():
         seen["before"] = scatter_once()
-        deterministic_routing(True, devices=CPU)
+        deterministic_routing(True)
         seen["after"] = scatter_once()
 
     thread = threading.Thread(target=worker)

@@ -428,7 +428,7 @@ def _enabled_by_environment() -> bool:
 _deterministic = _DeterministicRouting(_enabled_by_environment(), frozenset({("cuda", None)}))
 
 
-def deterministic_routing(enabled: bool, *, devices: Devices = ("cuda",)) -> None:
+def deterministic_routing(enabled: bool, *, devices: Devices | None = None) -> None:
     """Whether torch's deterministic mode routes the scatter ops to tritonml (on by default).
 
     While ``torch.are_deterministic_algorithms_enabled()`` is on, ``scatter_add``,
@@ -441,11 +441,14 @@ def deterministic_routing(enabled: bool, *, devices: Devices = ("cuda",)) -> Non
     ``torch.use_deterministic_algorithms`` unwrapped until this is called with True). The calls
     are seen in a thread that switched deterministic mode on with
     ``torch.use_deterministic_algorithms`` after ``import tritonml``, imported tritonml while it
-    was on, called this function while it was on, or has routing on (``enable()``).
+    was on, called this function while it was on, or has routing on (``enable()``): another
+    thread calls ``deterministic_routing(True)`` itself. While installed, the routing mode costs
+    each torch call of its thread a Python call.
 
     Args:
         enabled: Route the scatter ops in deterministic mode.
-        devices: As for ``enable`` (default cuda; cpu only with Triton's interpreter).
+        devices: As for ``enable`` (cpu only with Triton's interpreter); None keeps the devices
+            set before (cuda, from import).
 
     Raises:
         TypeError: enabled is not a bool, or devices as for ``enable``.
@@ -459,12 +462,13 @@ def deterministic_routing(enabled: bool, *, devices: Devices = ("cuda",)) -> Non
         >>> torch.zeros(3).index_add_(0, torch.tensor([0, 2, 0]), torch.tensor([1., 2., 3.]))
         tensor([4., 0., 2.])
         >>> torch.use_deterministic_algorithms(False)
-        >>> deterministic_routing(True)                  # the default: cuda tensors
+        >>> deterministic_routing(True, devices="cuda")  # the default again
     """
     global _deterministic
     if not isinstance(enabled, bool):
         raise TypeError(f"enabled: expected a bool, got {type(enabled).__name__}")
-    _deterministic = _DeterministicRouting(enabled, _parse_devices(devices))
+    parsed = _deterministic.devices if devices is None else _parse_devices(devices)
+    _deterministic = _DeterministicRouting(enabled, parsed)
     _follow_deterministic_mode()
 
 
