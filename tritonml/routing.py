@@ -17,14 +17,25 @@ Design:
 - ``ROUTES`` is the one table: one ``Route`` per torch scan or reduction, saying how to read
   torch's arguments (tritonml/routing_args.py), which dtype ours computes in, which tritonml
   function runs, and which inputs torch defines differently (those fall through); ``_route`` is
-  the one path those calls take. A torch function of another shape (``torch.segment_reduce``) is
-  a ``CallRoute`` in the same table, with a function of its own.
+  the one path those calls take. A torch function of another shape (``torch.segment_reduce``,
+  the scatter and index reductions of tritonml/routing_scatter.py) is a ``CallRoute`` in the same
+  table, with a function of its own.
+- Deterministic mode: the scatter routes (``CallRoute.deterministic``) are also taken, on the
+  devices ``deterministic_routing`` names (cuda by default), whenever
+  ``torch.are_deterministic_algorithms_enabled()`` is on at the call, in every thread where this
+  mode is installed. ``import tritonml`` wraps ``torch.use_deterministic_algorithms`` so that a
+  thread switching deterministic mode on installs the mode (and import does, when the mode is on
+  already); the flag itself is read at each call, so switching it off stops the routing at once.
+  ``TRITONML_DETERMINISTIC_ROUTING=0`` (read at import) or ``deterministic_routing(False)`` opts
+  out.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import operator
+import os
 import sys
 import threading
 from dataclasses import dataclass
@@ -39,8 +50,9 @@ from .core.shapes import reduced_shape
 from .records.builtin_reductions import record_of
 from .runtime import caches as _caches
 from . import routing_family as _family
+from . import routing_scatter as _scatter_routes
 from .routing_args import (ALIASES, ALL, ARG_ARGS, ARG_DIM, COMPUTE, DIMS, DIMS_NONEMPTY,
-                           EXTREME_ARGS, FLOATS, INPUTS, LOGSUMEXP_ARGS, NORM_ARGS, ONE_DIM,
+                           EXTREME_ARGS, FALL_THROUGH, FLOATS, INPUTS, LOGSUMEXP_ARGS, NORM_ARGS, ONE_DIM,
                            PROD_ARGS, REDUCE_ARGS, SCAN_ARGS, SCAN_DIM, constant, floats_input,
                            floats_no_narrowing, floats_only, index_arg, integers_to_default_float,
                            nansum_dtype, norm_function, promote_integers, read_dims, same,
@@ -49,7 +61,7 @@ from .torch_ops.reduce import reduce as _reduce
 from .torch_ops.scan import cumulative_product, cumulative_sum
 from .torch_ops.segment import segment_reduce as _segment_reduce
 
-__all__ = ["enable", "disable", "use_tritonml"]
+__all__ = ["enable", "disable", "use_tritonml", "deterministic_routing"]
 
 @dataclass(frozen=True)
 class Route:
@@ -105,7 +117,7 @@ _SEGMENT_FUNCTIONS = {"sum": "SUM", "mean": "AVERAGE", "max": "MAX", "min": "MIN
                       "prod": "MULTIPLY"}
 
 
-def _route_segment_reduce(args, kwargs):
+def _route_segment_reduce(args, kwargs, inplace, readable):
     """One torch.segment_reduce call run by tritonml.segment_reduce, or _FALL_THROUGH."""
     try:
         arguments = _SEGMENT_ARGS.bind(*args, **kwargs).arguments
@@ -116,7 +128,7 @@ def _route_segment_reduce(args, kwargs):
     lengths, offsets = arguments.get("lengths"), arguments.get("offsets")
     boundaries = lengths if offsets is None else offsets
     if (function is None or arguments.get("indices") is not None
-            or (lengths is None) == (offsets is None) or not _readable(x)
+            or (lengths is None) == (offsets is None) or not readable(x)
             or x.dtype not in FLOATS or not 1 <= x.dim() <= 8
             or type(boundaries) is not torch.Tensor or boundaries.dim() != 1
             or boundaries.device != x.device
@@ -137,13 +149,18 @@ def _route_segment_reduce(args, kwargs):
 
 @dataclass(frozen=True)
 class CallRoute:
-    """A torch function that is no scan or reduction over ``dim`` (``torch.segment_reduce``),
-    routed by a function of its own: ``handle(args, kwargs)`` returns torch's result computed by
-    tritonml, or ``_FALL_THROUGH``. ``forms`` and ``inplace`` as for ``Route``."""
+    """A torch function that is no scan or reduction over ``dim`` (``torch.segment_reduce``,
+    the scatter and index reductions), routed by a function of its own: ``handle(args, kwargs,
+    inplace, readable)`` returns torch's result computed by tritonml, or ``_FALL_THROUGH``
+    (``inplace``: the in-place method was called; ``readable(t)``: t is a tensor ours can read
+    on a device routed for this call). ``forms`` and ``inplace`` as for ``Route``.
+    ``deterministic``: also routed whenever torch's deterministic mode is on (the scatter ops,
+    which torch refuses or slows down there on CUDA; ``deterministic_routing``)."""
     name: str
     forms: tuple[Any, ...]
-    handle: Callable[[tuple, dict], Any]
+    handle: Callable[[tuple, dict, bool, Callable[[torch.Tensor], bool]], Any]
     inplace: object = None
+    deterministic: bool = False
 
 
 # tritonml's scans by the name a route's ``function`` gives
@@ -196,6 +213,24 @@ ROUTES = (
     Route("nanmean", (torch.nanmean, torch.Tensor.nanmean), REDUCE_ARGS, DIMS, floats_input,
           constant("nanmean"), family=_family.nanmean),
     CallRoute("segment_reduce", (torch.segment_reduce,), _route_segment_reduce),
+    # torch's scatter and index reductions: tritonml's deterministic ones (torch_ops/scatter.py)
+    CallRoute("scatter_add", (torch.scatter_add, torch.Tensor.scatter_add),
+              _scatter_routes.route_scatter_add, inplace=torch.Tensor.scatter_add_,
+              deterministic=True),
+    CallRoute("scatter_reduce", (torch.scatter_reduce, torch.Tensor.scatter_reduce),
+              _scatter_routes.route_scatter_reduce, inplace=torch.Tensor.scatter_reduce_,
+              deterministic=True),
+    CallRoute("index_add", (torch.index_add, torch.Tensor.index_add),
+              _scatter_routes.route_index_add, inplace=torch.Tensor.index_add_,
+              deterministic=True),
+    CallRoute("index_reduce", (torch.index_reduce, torch.Tensor.index_reduce),
+              _scatter_routes.route_index_reduce, inplace=torch.Tensor.index_reduce_,
+              deterministic=True),
+    CallRoute("bincount", (torch.bincount, torch.Tensor.bincount),
+              _scatter_routes.route_bincount, deterministic=True),
+    CallRoute("index_put", (torch.index_put, torch.Tensor.index_put),
+              _scatter_routes.route_index_put, inplace=torch.Tensor.index_put_,
+              deterministic=True),
 )
 
 # torch's callable -> (route, in place?)
@@ -209,6 +244,8 @@ class _ThreadState(threading.local):
     def __init__(self):
         # frozenset of (type, index or None) while routing is on, else None
         self.devices: frozenset | None = None
+        # this thread keeps the mode installed for deterministic mode's scatter routes
+        self.deterministic = False
         self.mode: _RoutingMode | None = None     # this thread's _RoutingMode while installed
 
 
@@ -270,12 +307,18 @@ def _uninstall() -> None:
             _torch_compat.push_function_mode(m)
 
 
-def _set(devices) -> None:
-    _state.devices = devices
-    if devices is None:
+def _sync() -> None:
+    """Install this thread's mode while routing or deterministic routing wants it, else remove it
+    (an installed mode costs every torch call a Python call)."""
+    if _state.devices is None and not _state.deterministic:
         _uninstall()
     else:
         _install()
+
+
+def _set(devices) -> None:
+    _state.devices = devices
+    _sync()
 
 
 # -- public API -----------------------------------------------------------------------------------
@@ -316,7 +359,8 @@ def enable(devices: Devices = ("cuda",)) -> None:
 def disable() -> None:
     """Stop routing in the calling thread.
 
-    A ``use_tritonml`` block still restores its outer state on exit.
+    A ``use_tritonml`` block still restores its outer state on exit. Deterministic mode's scatter
+    routes are not affected: ``deterministic_routing(False)`` turns those off.
 
     Example:
         >>> import torch, tritonml
@@ -361,22 +405,129 @@ def use_tritonml(devices: Devices = ("cuda",)) -> Iterator[None]:
         _set(outer)
 
 
+# -- deterministic mode ---------------------------------------------------------------------------
+
+DETERMINISTIC_ROUTING_ENV = "TRITONML_DETERMINISTIC_ROUTING"
+
+
+@dataclass(frozen=True)
+class _DeterministicRouting:
+    """Process-wide, as torch's deterministic flag is: whether the scatter routes are taken while
+    that flag is on, and on which devices."""
+    enabled: bool
+    devices: frozenset
+
+
+def _enabled_by_environment() -> bool:
+    value = os.environ.get(DETERMINISTIC_ROUTING_ENV, "").strip().lower()
+    return value not in ("0", "false", "no", "off")
+
+
+# cuda only by default: torch's CPU scatter kernels are deterministic already, and Triton's
+# interpreter would make them far slower
+_deterministic = _DeterministicRouting(_enabled_by_environment(), frozenset({("cuda", None)}))
+
+
+def deterministic_routing(enabled: bool, *, devices: Devices | None = None) -> None:
+    """Whether torch's deterministic mode routes the scatter ops to tritonml (on by default).
+
+    While ``torch.are_deterministic_algorithms_enabled()`` is on, ``scatter_add``,
+    ``scatter_reduce``, ``index_add``, ``index_reduce``, ``bincount`` with weights and
+    ``index_put`` with ``accumulate=True`` on ``devices`` run tritonml's deterministic kernels
+    (the same bits on every run; torch raises for several of them on CUDA in that mode), with or
+    without ``enable()``. Calls tritonml cannot answer as torch would fall through to torch
+    (docs/routing.md). Process-wide, for every thread (the import-time default comes from
+    ``TRITONML_DETERMINISTIC_ROUTING``: ``0`` turns it off, and tritonml then leaves
+    ``torch.use_deterministic_algorithms`` unwrapped until this is called with True). The calls
+    are seen in a thread that switched deterministic mode on with
+    ``torch.use_deterministic_algorithms`` after ``import tritonml``, imported tritonml while it
+    was on, called this function while it was on, or has routing on (``enable()``): another
+    thread calls ``deterministic_routing(True)`` itself. While installed, the routing mode costs
+    each torch call of its thread a Python call.
+
+    Args:
+        enabled: Route the scatter ops in deterministic mode.
+        devices: As for ``enable`` (cpu only with Triton's interpreter); None keeps the devices
+            set before (cuda, from import).
+
+    Raises:
+        TypeError: enabled is not a bool, or devices as for ``enable``.
+        ValueError: As for ``enable``.
+
+    Example:
+        >>> import torch
+        >>> from tritonml.routing import deterministic_routing
+        >>> deterministic_routing(True, devices="cpu")   # CPU tensors run Triton's interpreter here
+        >>> torch.use_deterministic_algorithms(True)
+        >>> torch.zeros(3).index_add_(0, torch.tensor([0, 2, 0]), torch.tensor([1., 2., 3.]))
+        tensor([4., 0., 2.])
+        >>> torch.use_deterministic_algorithms(False)
+        >>> deterministic_routing(True, devices="cuda")  # the default again
+    """
+    global _deterministic
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enabled: expected a bool, got {type(enabled).__name__}")
+    parsed = _deterministic.devices if devices is None else _parse_devices(devices)
+    _deterministic = _DeterministicRouting(enabled, parsed)
+    _follow_deterministic_mode()
+
+
+def _follow_deterministic_mode() -> None:
+    """Keep this thread's mode installed while deterministic routing can apply here."""
+    if _deterministic.enabled:
+        _wrap_use_deterministic_algorithms()
+    _state.deterministic = _deterministic.enabled and torch.are_deterministic_algorithms_enabled()
+    _sync()
+
+
+def _wrap_use_deterministic_algorithms() -> None:
+    """Make ``torch.use_deterministic_algorithms`` install (or remove) the calling thread's mode
+    after setting torch's flag: modes are per thread, and torch offers no hook on the flag."""
+    original = torch.use_deterministic_algorithms
+    if getattr(original, "__tritonml_follows__", False):
+        return
+
+    @functools.wraps(original)
+    def use_deterministic_algorithms(*args, **kwargs):
+        original(*args, **kwargs)
+        _follow_deterministic_mode()
+
+    setattr(use_deterministic_algorithms, "__tritonml_follows__", True)
+    torch.use_deterministic_algorithms = use_deterministic_algorithms
+
+
 # -- routing --------------------------------------------------------------------------------------
 
-_FALL_THROUGH = object()
+_FALL_THROUGH = FALL_THROUGH
 
 
 class _RoutingMode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         entry = _BY_FORM.get(func)
-        if entry is not None and _state.devices and not torch.compiler.is_compiling():
+        if entry is not None and not torch.compiler.is_compiling():
             route, inplace = entry
-            result = (route.handle(args, kwargs) if isinstance(route, CallRoute)
-                      else _route(route, inplace, args, kwargs))
+            devices = _routed_devices(route)
+            if not devices:
+                result = _FALL_THROUGH
+            elif isinstance(route, CallRoute):
+                result = route.handle(args, kwargs, inplace,
+                                      functools.partial(_readable, devices=devices))
+            else:
+                result = _route(route, inplace, args, kwargs)
             if result is not _FALL_THROUGH:
                 return result
         return func(*args, **kwargs)
+
+
+def _routed_devices(route) -> frozenset:
+    """The devices this call of ``route`` is routed on: the thread's, and for the scatter routes
+    deterministic mode's while torch's flag is on (read at each call, in every thread)."""
+    devices = _state.devices or frozenset()
+    if (getattr(route, "deterministic", False) and _deterministic.enabled
+            and torch.are_deterministic_algorithms_enabled()):
+        devices = devices | _deterministic.devices
+    return devices
 
 
 def _bind(route: Route, args: tuple, kwargs: dict[str, Any]):
@@ -398,17 +549,19 @@ def _dtensor(t) -> bool:
     return module is not None and isinstance(t, module.DTensor)
 
 
-def _readable(t) -> bool:
-    """A plain strided tensor ours can read or write, on a routed device; or a DTensor whose
-    local shard is one (tritonml's ops take DTensors: torch_ops/dtensor.py)."""
+def _readable(t, devices: frozenset | None = None) -> bool:
+    """A plain strided tensor ours can read or write, on a routed device (``devices``, else the
+    thread's); or a DTensor whose local shard is one (tritonml's ops take DTensors:
+    torch_ops/dtensor.py)."""
     if _dtensor(t):
-        return _readable(t.to_local())
+        return _readable(t.to_local(), devices)
     if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.layout != torch.strided:
         return False
     if (t.is_quantized or t.is_nested or _torch_compat.is_zerotensor(t) or _named(t)
             or _torch_compat.is_functorch_wrapped(t)):
         return False
-    devices = _state.devices
+    if devices is None:
+        devices = _state.devices
     return ((t.device.type, None) in devices  # pyright: ignore[reportOperatorIssue] (routing is on)
             or (t.device.type, t.device.index) in devices)  # pyright: ignore[reportOperatorIssue]
 
@@ -552,3 +705,7 @@ def _route(route: Route, inplace: bool, args, kwargs):
     except (TypeError, ValueError):
         # tritonml checks everything before it launches or writes, so torch can still run the call.
         return _FALL_THROUGH
+
+
+# import: deterministic mode may be on already (then this thread routes the scatter ops at once)
+_follow_deterministic_mode()

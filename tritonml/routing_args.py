@@ -12,6 +12,9 @@ from typing import Callable
 
 import torch
 
+# What a route returns when torch must run the call itself.
+FALL_THROUGH = object()
+
 # -- dtypes ---------------------------------------------------------------------------------------
 
 FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
