@@ -47,8 +47,10 @@ def test_bench_rows_report_the_sort_apart_and_the_deterministic_peer(tmp_path):
         assert float(r["eager_error"]) == 0.0 and float(r["deterministic_error"]) == 0.0
         assert float(r["deterministic_ms"]) > 0
     edges = C.QUICK_EDGES
-    # counted: the sort's input and outputs once, the gather's order, src read and written
-    assert int(unsorted["sort_bytes"]) == 3 * 8 * edges + 8 * edges + 2 * 4 * edges
+    # counted: the keys' cast (int64 read, int32 written), the sort's input and outputs once
+    # (int32 keys in and out, int64 positions out), the gather's order, src read and written
+    assert int(unsorted["sort_bytes"]) == (8 + 4) * edges + (4 + 4 + 8) * edges + 8 * edges \
+        + 2 * 4 * edges
     assert 0 < float(unsorted["sort_share_bytes"]) < 1 and float(unsorted["sort_ms"]) > 0
     assert sorted_["sort_bytes"] == "" and sorted_["sort_ms"] == ""
     text = (directory / "bench.md").read_text()

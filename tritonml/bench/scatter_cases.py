@@ -17,8 +17,9 @@ Peers (``Prepared.torch_fn`` and ``Prepared.peers``): torch's own kernels ("eage
 GPU: ``scatter_reduce`` with ``include_self=False``, ``index_add``, ``bincount``), the same under
 ``torch.use_deterministic_algorithms(True)`` ("deterministic": where torch raises, the row says
 so), and torch_scatter's ``scatter`` / ``segment_coo`` where it imports. ``Prepared.parts``
-times the sort of an unsorted case apart: ``torch.sort(index, stable=True)`` and the gather of
-src into its order, what tritonml/torch_ops/scatter_groups.py runs, so its share is reported,
+times the sort of an unsorted case apart: ``torch.sort`` of the index's keys as int32
+(``sort_keys``), stable, and the gather of src into its order, what
+tritonml/torch_ops/scatter_groups.py runs, so its share is reported,
 never hidden.
 
 Values are multiples of 1/4096 (``segment_cases.segment_values``): float64 sums of them are
@@ -132,17 +133,29 @@ def observed_as_eager():
         torch_compat.current_dispatch_mode = real
 
 
-# Torch ops of the pipeline that are the sort's share: the sort of the index, and the gather of
-# src into its order (tritonml/torch_ops/scatter_groups.py, ``sort_into_groups``).
+# Torch ops of the pipeline that are the sort's share: the sort of the index (and the cast of its
+# keys to int32 just before it), and the gather of src into its order
+# (tritonml/torch_ops/scatter_groups.py, ``sort_into_groups``).
 SORT_OPS = ("aten.sort.stable",)
+KEY_CAST_OP = "aten._to_copy.default"
 GATHER_OPS = ("aten.index_select.default",)
 
 
+def sort_keys(index: torch.Tensor, groups: int) -> torch.Tensor:
+    """The keys the pipeline sorts: the index as int32 where the groups fit (fewer than 2**31:
+    half a radix sort's passes of int64 keys), as ``scatter_groups`` casts them."""
+    return index.to(torch.int32) if groups <= 2 ** 31 - 1 else index
+
+
 def sort_share(trace) -> dict:
-    """The row fields of a counted run's sort: the bytes counted for the sort and the gather (the
-    sort counted as the interpreter sees it, its input and outputs once: what a radix sort on a
-    GPU moves is modeled in ``scatter_model``), and their share of all bytes counted."""
-    moved = sum(w.bytes for w in trace.torch_work if w.op in SORT_OPS + GATHER_OPS)
+    """The row fields of a counted run's sort: the bytes counted for the keys' cast, the sort and
+    the gather (the sort counted as the interpreter sees it, its input and outputs once: what a
+    radix sort on a GPU moves is modeled in ``scatter_model``), and their share of all bytes
+    counted."""
+    work = trace.torch_work
+    moved = sum(w.bytes for k, w in enumerate(work)
+                if w.op in SORT_OPS + GATHER_OPS
+                or (w.op == KEY_CAST_OP and k + 1 < len(work) and work[k + 1].op in SORT_OPS))
     total = trace.total_bytes - trace.reread_bytes
     return {"sort_bytes": moved, "sort_share_bytes": moved / total if total else 0.0}
 
@@ -213,14 +226,14 @@ def prepare_scatter(entry, op: str, dtype: torch.dtype, shape: tuple, device):
         def run():
             return tritonml.bincount(index, weights, minlength=n)
 
-        def torch_fn(i, w):
+        def bincount_fn(i, w):
             return torch.bincount(i, w, minlength=n)
 
-        return _prepared(Prepared, run, torch_fn, (index, weights),
+        return _prepared(Prepared, run, bincount_fn, (index, weights),
                          lambda: reference("sum", weights, index, n).to(weights.device),
                          {"input": weights, "index": index}, ideal,
                          parts={"sort": lambda: weights.index_select(
-                             0, torch.sort(index, stable=True)[1])})
+                             0, torch.sort(sort_keys(index, n), stable=True)[1])})
     src = segment_values(size.elements * size.width, dtype).reshape(
         size.elements, size.width).to(device)
     src_bytes = src.numel() * src.element_size()
@@ -233,14 +246,14 @@ def prepare_scatter(entry, op: str, dtype: torch.dtype, shape: tuple, device):
         def run():
             return tritonml.index_add(base, 0, index, src)
 
-        def torch_fn(b, i, s):
+        def index_add_fn(b, i, s):
             return b.index_add(0, i, s)
 
-        return _prepared(Prepared, run, torch_fn, (base, index, src),
+        return _prepared(Prepared, run, index_add_fn, (base, index, src),
                          lambda: reference("sum", src, index, n).to(device),
                          {"input": src, "index": index}, ideal,
                          parts={"sort": lambda: src.index_select(
-                             0, torch.sort(index, stable=True)[1])})
+                             0, torch.sort(sort_keys(index, n), stable=True)[1])})
     ideal = src_bytes + index.numel() * 8 + out_bytes
     name = TORCH_REDUCE[op]
     if form == "segment_coo":
@@ -260,7 +273,7 @@ def prepare_scatter(entry, op: str, dtype: torch.dtype, shape: tuple, device):
     if scatter_peer is not None:
         peers["torch_scatter"] = scatter_peer
     parts = {} if form in SORTED_FORMS else {
-        "sort": lambda: src.index_select(0, torch.sort(index, stable=True)[1])}
+        "sort": lambda: src.index_select(0, torch.sort(sort_keys(index, n), stable=True)[1])}
     return _prepared(Prepared, run, torch_fn, (src, index),
                      lambda: reference(op, src, index, n).to(device),
                      {"input": src, "index": index}, ideal, peers=peers, parts=parts)

@@ -1,56 +1,89 @@
 """The scatter pipeline at full size, step by step, as an H100 would move its bytes: modeled,
 nothing timed.
 
-tritonml's scatter and index reductions (tritonml/torch_ops/scatter_groups.py) run, in eager code:
-the index checks (``index_facts``: aminmax, and for the order a diff, a compare and an any; one
-synchronization), for an unsorted index a stable ``torch.sort`` and the gather of src into its
-order (``index_select``), the group boundaries (``arange`` and ``searchsorted``), the segment
-kernel (one launch), then the finishing passes (mean's counts and divide, max's empty groups,
-index_add's fold of input). ``steps(case)`` lists each with
+tritonml's scatter and index reductions (tritonml/torch_ops/scatter.py, scatter_forms.py,
+scatter_groups.py) run, in eager code:
+
+- **checks**: one pass over the index, the ready reduction ``index_facts`` (a tritonml reduce
+  kernel, ``reduce_kernel``) over ``index.narrow(0, 0, L - 1)`` and ``index.narrow(0, 1, L - 1)``,
+  giving (min, max, descents); then ``torch.stack`` of the three and one synchronization
+  (``tolist``, not modeled: the host's wait). bincount runs the same on its ids;
+- for an unsorted index, the **sort**: the keys cast to int32 (``_to_copy``; the groups number
+  fewer than 2**31) and a stable ``torch.sort``; then the **gather** of src into its order
+  (``index_select``);
+- the **offsets**: ``arange`` of the N + 1 group numbers in the keys' dtype and ``searchsorted``
+  with ``out_int32`` (int32 boundaries), then the segment launcher's ``_to_copy`` of them to
+  int64 (tritonml/launchers/segment.py, ``_boundaries``: the kernel reads int64 boundaries, so
+  the int32 ones are widened by a pass of their own);
+- the **kernel**: the segment kernel (one launch; torch_scatter's float mean is its AVERAGE with
+  initial 0, the sum's state and bytes);
+- the **finish**: max's empty groups (the counts as the boundaries' diff, widened to int64,
+  ``== 0``, ``nonzero``, and ``index_fill_`` of the empty rows alone when there are any),
+  index_add's fold of input (``region + reduced``, no counts). A sum and a float mean have none.
+
+``steps(case, counts)`` lists each with
 
 - ``counted``: the bytes the interpreter's counter charges the step (tritonml/bench/memtrace.py:
-  a torch op's inputs and outputs once each, the kernel's loads and stores lane by lane), which
-  tests/bench/test_scatter_bytes.py checks against the real calls at a small size;
-- ``dram``: the bytes an H100 moves for it. The same as ``counted`` but for two kinds of step:
-  a diff of overlapping views (``index[1:] - index[:-1]``: the second read hits the sectors the
-  first just brought in) reads the index once; and the sort. **The sort's assumption**: torch's
-  stable sort of an int64 index on CUDA is CUB's onesweep radix sort of (key, int64 position)
-  pairs over all 64 key bits (torch does not narrow the bits to the keys' range): the positions
-  written (an arange), one pass reading the keys for the digit histograms, then one pass per
-  8-bit digit, ``SORT_DIGIT_PASSES`` = 8, each reading and writing keys and positions. Every
-  other step moves what it reads and writes once; ``searchsorted`` reads the whole sorted index
-  (its 2**18 binary searches touch every part of a 32 MiB index, which L2 then holds);
-- ``seconds``: the segment kernel's launch in the tuner's model
-  (``segment_model.kernel_launch``: tritonml_autotune.cost, with the sm_90 registers of its tile
-  from autotune/tables/compiled.json), every other launch bandwidth-bound at the H100's
+  a torch op's tensor arguments and outputs once each, a kernel's loads and stores lane by lane
+  at the config the interpreter runs), which tests/bench/test_scatter_bytes.py checks against
+  the real calls at a small size: exactly for the torch ops and ``index_facts``, within a bound
+  for the segment kernel (there ``counted`` is its ideal: src, the result, the boundaries once);
+- ``dram``: the bytes an H100 moves for it. The same as ``counted`` but where noted:
+  ``index_facts`` reads the index's bytes once from DRAM, its second view (one element on) hitting
+  the sectors the first just brought into L2: that re-read, which the interpreter counts as a
+  launch's ``reread_bytes`` (loads of bytes the launch had already loaded), is ``l2`` here, apart
+  from ``dram``; on an H100 the kernel runs split (the tuner's choice: partial states written and
+  read back, ``reduce_split_last``), which adds those partials to its DRAM bytes. The boundaries'
+  diff (overlapping views) reads them once. ``index_fill_`` writes the empty rows alone (the
+  counter charges the whole tensor in and out); ``nonzero`` reads its mask twice (CUB's count,
+  then its select) and writes the k empty positions. **The sort's assumption**: torch's stable
+  sort of int32 keys on CUDA is CUB's onesweep radix sort of (key, int64 position) pairs over
+  the keys' 32 bits: the positions written (an arange), one pass reading the keys for the digit
+  histograms, then one pass per 8-bit digit, ``SORT_DIGIT_PASSES`` = 4, each reading and writing
+  keys (4 B) and positions (8 B). ``searchsorted`` reads the whole sorted keys (its N + 1 binary
+  searches touch every part of them, which L2 then holds);
+- ``seconds``: the segment kernel's and ``index_facts``' launches in the tuner's model
+  (tritonml_autotune.cost, with the sm_90 registers of their tiles from
+  autotune/tables/compiled.json; ``index_facts`` at the config the tuner chooses for it on an
+  H100, its second view as L2 traffic), every other launch bandwidth-bound at the H100's
   ``copy_bandwidth_bytes_per_s`` (3.0e12 B/s, tritonml_autotune.devices: a measured large copy)
   with every SM busy, plus the launch overhead (4 us) each (``model.launch_seconds``). The sort's
   passes at copy bandwidth are a floor (a radix pass scatters its writes). The host's
-  synchronization after the checks is not modeled.
+  synchronizations (after the checks, inside ``nonzero``) are not modeled.
 
 Against the ideal: src, the index and the result each moved once (index_add's input read once
-too), in one launch at full bandwidth (``model.ideal_seconds``). The sort's share (the sort and
-the gather) is reported apart. ``table()`` is docs/scatter.md's table (``python -m
+too), in one launch at full bandwidth (``model.ideal_seconds``). The sort's share (the cast, the
+sort and the gather) is reported apart. ``table()`` is docs/scatter.md's table (``python -m
 benchmarks.doc_table`` writes it).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
-from tritonml_autotune import compiled, devices, model
+from tritonml_autotune import compiled, cost, devices, model, select
 
+from ..core.layout import reduce_layout
+from ..launchers.reduce_with import fit_tile_to_state
+from ..records import ready_reductions
 from . import scatter_cases as C
 from . import segment_model
 
-INDEX_BYTES = 8            # int64 index, offsets, positions
+INDEX_BYTES = 8            # the int64 index, the positions, the kernel's boundaries, counts
+KEY_BYTES = 4              # int32 sort keys (fewer than 2**31 groups)
+BOUNDARY_BYTES = 4         # searchsorted's int32 boundaries (fewer than 2**31 keys)
 VALUE_BYTES = 4            # float32 src, weights and results
 BOOL_BYTES = 1
-SORT_DIGIT_PASSES = 8      # 64-bit keys, 8-bit digits (CUB onesweep)
-# the segment kernel's state per value: float32 sums accumulate in float64, maxima in float32
-STATE_BYTES = {"SUM": 8, "MAX": 4}
+SORT_DIGIT_PASSES = 4      # 32-bit keys, 8-bit digits (CUB onesweep)
+# the segment kernel's state per value: float32 sums (and AVERAGE's) accumulate in float64,
+# maxima in float32
+STATE_BYTES = {"SUM": 8, "AVERAGE": 8, "MAX": 4}
 SORT_PARTS = ("sort", "gather")
+FACTS_KERNEL = "reduce_kernel"        # the interpreter's name of index_facts' launch
+SEGMENT_KERNEL = "segment_kernel"
 
 
 @dataclass(frozen=True)
@@ -75,12 +108,19 @@ class Case:
 @dataclass(frozen=True)
 class Step:
     """One torch op or kernel launch of the pipeline (``part``: checks, sort, gather, offsets,
-    kernel, finish); ``op``: the aten op memtrace names, or "segment_kernel"."""
+    kernel, finish); ``op``: the aten op memtrace names, or the kernel's name as the interpreter
+    launches it (``FACTS_KERNEL``, ``SEGMENT_KERNEL``); ``l2``: bytes read again from L2 on top
+    of ``dram`` (index_facts' second view)."""
     part: str
     op: str
     counted: int
     dram: float
     seconds: float
+    l2: float = 0.0
+
+    @property
+    def is_kernel(self) -> bool:
+        return not self.op.startswith("aten.")
 
 
 def _torch_step(part: str, op: str, counted: int, dram=None, launches: int = 1,
@@ -91,50 +131,104 @@ def _torch_step(part: str, op: str, counted: int, dram=None, launches: int = 1,
     return Step(part, op, counted, dram, seconds)
 
 
-def check_steps(elements: int, form: str, device=devices.H100) -> list:
-    """``index_facts`` (bincount: its own min, max and diff) over an int64 index of
-    ``elements``."""
+def facts_launch(elements: int, index_bytes: int = INDEX_BYTES, device=devices.H100) -> tuple:
+    """``index_facts`` over an index of ``elements`` (two views of ``elements - 1``) on
+    ``device``: the config the tuner chooses for it there (``select.choose_reduce``, as
+    ``reduce_with`` does, its tile fitted to the 24-byte state), as ``cost.Launch`` with the
+    index's bytes once in ``bytes_moved`` (plus the split's partials and the three facts) and the
+    second view in ``l2_bytes``; with the modeled seconds (``cost.launch_seconds`` with the
+    registers and latency bound ``cost.estimate`` gives the tuner's own launch)."""
+    reduction = ready_reductions.index_facts
+    dtype = torch.int64 if index_bytes == 8 else torch.int32
+    dtypes = (dtype, dtype)
+    length = elements - 1
+    layout = reduce_layout((length,), (1,), (1,), (0,), reduction.uses_index)
+    options = dict(partial_bytes=reduction.state_bytes(dtypes),
+                   out_bytes=reduction.out_bytes(dtypes),
+                   state_values=reduction.state_values(dtypes))
+    with devices.targeting(device):
+        plan = select.plan_reduce(layout, dtype, None, f"user:{reduction.name}", **options)
+        chosen = select.choose_reduce(layout, dtype, None, f"user:{reduction.name}", **options)
+    config = fit_tile_to_state(chosen.config,  # pyright: ignore[reportArgumentType]
+                               reduction.state_bytes(dtypes))
+    fields = dataclasses.asdict(config)
+    estimate = cost.estimate(plan.problem, fields, device)
+    (tuners,) = estimate.launches
+    facts = sum(d.itemsize for d in reduction.output_dtypes(dtypes))
+    # the tuner counts one read of the index (the first view), the partials and one output
+    # element: the second view reads the element after each, in the sectors just loaded
+    once = elements * index_bytes
+    partials = tuners.bytes_moved - length * index_bytes - plan.problem.out_bytes
+    launch = dataclasses.replace(tuners, bytes_moved=once + partials + facts,
+                                 l2_bytes=length * index_bytes,
+                                 reread_bytes=length * index_bytes)
+    usage = cost.kernel_usage(plan.problem, device, launch.kernel, launch.tile_elements,
+                              launch.num_warps)
+    latency = 1.0    # cost.estimate's rule for a one-launch split
+    if launch.kernel == "reduce_split_last" and usage and usage.loads_in_flight:
+        twin = cost.kernel_usage(plan.problem, device, "reduce_split", launch.tile_elements,
+                                 launch.num_warps)
+        if twin and twin.loads_in_flight and twin.loads_in_flight > usage.loads_in_flight:
+            latency = twin.loads_in_flight / usage.loads_in_flight
+    seconds = cost.launch_seconds(device, launch, usage.registers if usage else None, latency)
+    return launch, config, seconds
+
+
+def check_steps(elements: int, device=devices.H100) -> list:
+    """``index_facts`` over an int64 index of ``elements`` and the stack of its three facts.
+    ``counted``: both views read and the facts written, at the interpreter's one-program config;
+    ``dram``: the H100 launch's (``facts_launch``); ``l2``: the second view's re-read, less the
+    element the first view never reads (what memtrace's ``reread_bytes`` counts)."""
     e, i = elements, INDEX_BYTES
-    diff = _torch_step("checks", "aten.sub.Tensor", 3 * (e - 1) * i, e * i + (e - 1) * i,
-                       device=device)
-    order = [_torch_step("checks", "aten.lt.Scalar", (e - 1) * (i + BOOL_BYTES), device=device),
-             _torch_step("checks", "aten.any.default", (e - 1) * BOOL_BYTES + 1, device=device),
-             _torch_step("checks", "aten._to_copy.default", 1 + i, device=device),
-             # the three facts stacked: memtrace counts the output (a list argument is not a
-             # tensor it sizes), the scalars' reads are as small
-             _torch_step("checks", "aten.stack.default", 3 * i, device=device)]
-    if form == "bincount":
-        return [diff,
-                _torch_step("checks", "aten.min.default", e * i + i, device=device),
-                _torch_step("checks", "aten.max.default", e * i + i, device=device)] + order
-    return [_torch_step("checks", "aten.aminmax.default", e * i + 2 * i, device=device),
-            diff] + order
+    launch, _, seconds = facts_launch(e, i, device)
+    facts = 3 * i
+    kernel = Step("checks", FACTS_KERNEL, 2 * (e - 1) * i + facts, launch.bytes_moved, seconds,
+                  l2=(e - 2) * i)
+    # the three facts stacked: memtrace counts the output (a list argument is not a tensor it
+    # sizes), the scalars' reads are as small
+    return [kernel, _torch_step("checks", "aten.stack.default", facts, device=device)]
 
 
 def sort_steps(elements: int, row_bytes: int, device=devices.H100) -> list:
-    """The stable sort of the index (``SORT_DIGIT_PASSES`` radix passes) and the gather of the
-    ``row_bytes``-byte rows of src into its order."""
-    e, i = elements, INDEX_BYTES
-    radix = e * i + e * i + SORT_DIGIT_PASSES * 2 * (2 * e * i)   # arange, histogram, passes
-    return [_torch_step("sort", "aten.sort.stable", 3 * e * i, radix,
+    """The keys cast to int32, their stable sort (``SORT_DIGIT_PASSES`` radix passes over
+    (int32 key, int64 position) pairs) and the gather of the ``row_bytes``-byte rows of src into
+    its order."""
+    e, i, k = elements, INDEX_BYTES, KEY_BYTES
+    pair = k + i
+    radix = e * i + e * k + SORT_DIGIT_PASSES * 2 * e * pair   # arange, histogram, passes
+    return [_torch_step("sort", "aten._to_copy.default", e * (i + k), device=device),
+            _torch_step("sort", "aten.sort.stable", e * k + e * pair, radix,
                         launches=2 + SORT_DIGIT_PASSES, device=device),
             _torch_step("gather", "aten.index_select.default", e * i + 2 * e * row_bytes,
                         device=device)]
 
 
-def offset_steps(elements: int, groups: int, device=devices.H100) -> list:
-    q = (groups + 1) * INDEX_BYTES
-    return [_torch_step("offsets", "aten.arange.default", q, device=device),
-            _torch_step("offsets", "aten.searchsorted.Tensor", elements * INDEX_BYTES + 2 * q,
+def offset_steps(elements: int, groups: int, key_bytes: int, device=devices.H100) -> list:
+    """The N + 1 queries (``arange`` in the keys' dtype), the search of the sorted keys
+    (``key_bytes`` each) writing int32 boundaries, and the launcher's widening of them to the
+    int64 boundaries the segment kernel reads."""
+    q = groups + 1
+    b = BOUNDARY_BYTES
+    return [_torch_step("offsets", "aten.arange.default", q * key_bytes, device=device),
+            _torch_step("offsets", "aten.searchsorted.Tensor",
+                        elements * key_bytes + q * key_bytes + q * b, device=device),
+            _torch_step("offsets", "aten._to_copy.default", q * (b + INDEX_BYTES),
                         device=device)]
 
 
 def kernel_step(counts: np.ndarray, width: int, function: str, device=devices.H100) -> Step:
-    """The segment kernel over groups of ``counts`` rows of ``width`` float32 values."""
+    """The segment kernel over groups of ``counts`` rows of ``width`` float32 values (int64
+    boundaries), at the config it takes on ``device``: the group reductions take the H100's
+    (``scatter_groups.GROUP_TARGET``) on every device, the interpreter's included, so
+    ``counted`` is the launch's own bytes (src, the result and the boundaries once, and each
+    program's published chunk states); ``l2``: the look-back's reads of those states, at most
+    each once (their re-reads apart), from L2, as the tuner's model has them; the status words'
+    atomics are in neither."""
     launch, config, _, ideal, seconds = segment_model.kernel_launch(
         counts, "reduce", device, inner=width, element_bytes=VALUE_BYTES,
         state_bytes=STATE_BYTES[function], registers=kernel_registers(counts, width, device))
-    return Step("kernel", "segment_kernel", ideal, launch.bytes_moved, seconds)
+    return Step("kernel", SEGMENT_KERNEL, int(launch.bytes_moved), launch.bytes_moved, seconds,
+                l2=launch.bytes_moved - ideal)
 
 
 def kernel_registers(counts: np.ndarray, width: int, device=devices.H100) -> int:
@@ -144,42 +238,59 @@ def kernel_registers(counts: np.ndarray, width: int, device=devices.H100) -> int
                                                      registers=0)
     usage = compiled.usage("segment_reduce", "value", "float32", device.arch,
                            launch.tile_elements, config.num_warps)
+    if usage is None:
+        raise LookupError(f"autotune/tables/compiled.json has no segment_reduce tile of "
+                          f"{launch.tile_elements} elements at {config.num_warps} warps for "
+                          f"sm_{device.arch}")
     return usage.registers
 
 
-def finish_steps(case: Case, device=devices.H100) -> list:
-    """What follows the kernel: mean's counts and divide, max's empty groups, index_add's fold of
-    input (which computes the counts too, unused by a sum)."""
-    n, w, i, v = case.sizes.groups, case.sizes.width, INDEX_BYTES, VALUE_BYTES
+def kernel_function(case: Case) -> str:
+    """The segment reduction the case launches: torch_scatter's float mean in the kernel
+    (AVERAGE, initial 0), max as MAX, every sum (index_add's, bincount's) as SUM."""
+    return {"mean": "AVERAGE", "max": "MAX"}.get(case.reduce, "SUM")
+
+
+def finish_steps(case: Case, counts: np.ndarray, device=devices.H100) -> list:
+    """What follows the kernel: max's empty groups zeroed on their rows alone (``counts``: each
+    group's elements, so how many are empty), index_add's fold of input (no counts). A sum and a
+    float mean have none."""
+    n, w, i, v, b = case.sizes.groups, case.sizes.width, INDEX_BYTES, VALUE_BYTES, BOUNDARY_BYTES
     out = n * w * v
-    # counts = offsets[1:] - offsets[:-1]: overlapping views, the offsets read once
-    counts = _torch_step("finish", "aten.sub.Tensor", 3 * n * i, (n + 1) * i + n * i,
-                         device=device)
-    if case.form == "bincount" or (case.form in ("scatter", "segment_coo")
-                                   and case.reduce == "sum"):
-        return []
     if case.form == "index_add":
-        return [counts, _torch_step("finish", "aten.add.Tensor", 3 * out, device=device)]
-    if case.reduce == "mean":
-        return [counts,
-                _torch_step("finish", "aten.clamp.default", 2 * n * i, device=device),
-                _torch_step("finish", "aten._to_copy.default", n * (i + v), device=device),
-                _torch_step("finish", "aten.div.Tensor", 2 * out + n * v, device=device)]
-    return [counts,
-            _torch_step("finish", "aten.gt.Scalar", n * (i + BOOL_BYTES), device=device),
-            _torch_step("finish", "aten.zeros_like.default", out, device=device),
-            _torch_step("finish", "aten.where.self", n * BOOL_BYTES + 3 * out, device=device)]
+        return [_torch_step("finish", "aten.add.Tensor", 3 * out, device=device)]
+    if case.reduce != "max":
+        return []
+    empty = int(np.count_nonzero(np.asarray(counts) == 0))
+    steps = [
+        # counts = offsets[1:] - offsets[:-1] (the int32 boundaries): overlapping views, the
+        # boundaries read once
+        _torch_step("finish", "aten.sub.Tensor", 3 * n * b, (n + 1) * b + n * b, device=device),
+        _torch_step("finish", "aten._to_copy.default", n * (b + i), device=device),
+        _torch_step("finish", "aten.eq.Scalar", n * (i + BOOL_BYTES), device=device),
+        # CUB counts the mask's true entries, then selects them: the mask read twice, the k
+        # empty positions written (int64), two launches (the host's wait between not modeled)
+        _torch_step("finish", "aten.nonzero.default", n * BOOL_BYTES + empty * i,
+                    2 * n * BOOL_BYTES + empty * i, launches=2, device=device)]
+    if empty:
+        # memtrace charges the result in and out and the positions; the empty rows alone are
+        # written, after their positions are read
+        steps.append(_torch_step("finish", "aten.index_fill_.int_Scalar",
+                                 2 * out + empty * i, empty * (i + w * v), device=device))
+    return steps
 
 
 def steps(case: Case, counts: np.ndarray, device=devices.H100) -> list:
     """Every step of ``case``'s pipeline, in order, for groups of ``counts`` elements each."""
     s = case.sizes
     row_bytes = s.width * VALUE_BYTES
-    sort = [] if case.form in C.SORTED_FORMS else sort_steps(s.elements, row_bytes, device)
-    before = check_steps(s.elements, case.form, device) + sort
-    function = "MAX" if case.reduce == "max" else "SUM"
-    return (before + offset_steps(s.elements, s.groups, device)
-            + [kernel_step(counts, s.width, function, device)] + finish_steps(case, device))
+    unsorted = case.form not in C.SORTED_FORMS
+    sort = sort_steps(s.elements, row_bytes, device) if unsorted else []
+    keys = KEY_BYTES if unsorted else INDEX_BYTES
+    return (check_steps(s.elements, device) + sort
+            + offset_steps(s.elements, s.groups, keys, device)
+            + [kernel_step(counts, s.width, kernel_function(case), device)]
+            + finish_steps(case, counts, device))
 
 
 def ideal_bytes(case: Case) -> int:
@@ -225,8 +336,8 @@ class Modeled:
         return rest / (self.ideal if attribute == "dram" else self.ideal_seconds)
 
     def part_ratio(self, part: str, attribute: str = "dram") -> float:
-        """One part's DRAM bytes (or ``seconds``) over the ideal's."""
-        ideal = self.ideal if attribute == "dram" else self.ideal_seconds
+        """One part's DRAM bytes (or ``l2`` re-read bytes, or ``seconds``) over the ideal's."""
+        ideal = self.ideal_seconds if attribute == "seconds" else self.ideal
         return self._total(attribute, (part,)) / ideal
 
 
@@ -268,14 +379,21 @@ def rows(device=devices.H100) -> list:
 
 
 def table(device=devices.H100) -> str:
+    """docs/scatter.md's table: each part's DRAM bytes and modeled seconds over the ideal's;
+    the checks' L2 re-read (index_facts' second view) apart, in parentheses."""
     lines = ["| case | bytes / ideal | modeled / ideal time | sort's share: bytes, time | "
-             "without the sort: bytes, time / ideal | checks: bytes / ideal | segment kernel: "
-             "bytes, time / ideal | finish: bytes / ideal |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "without the sort: bytes, time / ideal | checks: bytes, time / ideal (L2 re-read) | "
+             "offsets: bytes, time / ideal | segment kernel: bytes, time / ideal | "
+             "finish: bytes, time / ideal |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def part(r, name):
+        return f"{r.part_ratio(name):.2f}, {r.part_ratio(name, 'seconds'):.2f}"
+
     for r in rows(device):
         lines.append(f"| {r.case.label} | {r.bytes_ratio:.2f} | {r.time_ratio:.2f} | "
                      f"{r.sort_bytes_share:.0%}, {r.sort_time_share:.0%} | "
                      f"{r.without_sort('dram'):.2f}, {r.without_sort('seconds'):.2f} | "
-                     f"{r.part_ratio('checks'):.2f} | {r.part_ratio('kernel'):.2f}, "
-                     f"{r.part_ratio('kernel', 'seconds'):.2f} | {r.part_ratio('finish'):.2f} |")
+                     f"{part(r, 'checks')} ({r.part_ratio('checks', 'l2'):.2f}) | "
+                     f"{part(r, 'offsets')} | {part(r, 'kernel')} | {part(r, 'finish')} |")
     return "\n".join(lines) + "\n"
