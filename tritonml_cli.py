@@ -119,16 +119,19 @@ def check_output_file(path: str, option: str) -> None:
 
 def names(text, known, option: str) -> list | None:
     """The comma-separated names of ``text`` (None: not given), spelled as in ``known``
-    (case-insensitive); an unknown or missing name is a UsageError."""
+    (case-insensitive: a name spelled two ways in ``known``, as the dense reductions' ``SUM``
+    and the scatter cases' ``sum``, gives both); an unknown or missing name is a UsageError."""
     if text is None:
         return None
     given = [n.strip() for n in text.split(",") if n.strip()]
-    lookup = {k.lower(): k for k in known}
+    lookup: dict = {}
+    for k in known:
+        lookup.setdefault(k.lower(), []).append(k)
     unknown = [n for n in given if n.lower() not in lookup]
     if unknown or not given:
         raise UsageError(f"{option}: unknown {', '.join(unknown) or '(empty)'}; known: "
                          f"{', '.join(known)}")
-    return [lookup[n.lower()] for n in given]
+    return list(dict.fromkeys(k for n in given for k in lookup[n.lower()]))
 
 
 def check_target(name: str) -> None:

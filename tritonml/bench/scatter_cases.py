@@ -210,8 +210,7 @@ def torch_scatter_peer(form: str, reduce: str, groups: int):
 def prepare_scatter(entry, op: str, dtype: torch.dtype, shape: tuple, device):
     """A ``cases.Prepared`` for a "scatter" entry (``entry.scatter`` names the form) at
     ``shape``."""
-    import tritonml
-
+    from ..torch_ops import scatter as tritonml_scatter, scatter_forms as tritonml_forms
     from .cases import Prepared
 
     form = entry.scatter
@@ -224,7 +223,7 @@ def prepare_scatter(entry, op: str, dtype: torch.dtype, shape: tuple, device):
                  + n * weights.element_size())
 
         def run():
-            return tritonml.bincount(index, weights, minlength=n)
+            return tritonml_scatter.bincount(index, weights, minlength=n)
 
         def bincount_fn(i, w):
             return torch.bincount(i, w, minlength=n)
@@ -244,7 +243,7 @@ def prepare_scatter(entry, op: str, dtype: torch.dtype, shape: tuple, device):
         ideal = src_bytes + index.numel() * 8 + 2 * out_bytes
 
         def run():
-            return tritonml.index_add(base, 0, index, src)
+            return tritonml_scatter.index_add(base, 0, index, src)
 
         def index_add_fn(b, i, s):
             return b.index_add(0, i, s)
@@ -258,10 +257,10 @@ def prepare_scatter(entry, op: str, dtype: torch.dtype, shape: tuple, device):
     name = TORCH_REDUCE[op]
     if form == "segment_coo":
         def run():
-            return tritonml.segment_coo(src, index, dim_size=n, reduce=op)
+            return tritonml_forms.segment_coo(src, index, dim_size=n, reduce=op)
     else:
         def run():
-            return tritonml.scatter(src, index, 0, dim_size=n, reduce=op)
+            return tritonml_forms.scatter(src, index, 0, dim_size=n, reduce=op)
 
     def torch_fn(s, i):
         spread = i.reshape(-1, 1).expand(s.shape)
