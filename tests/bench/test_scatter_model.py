@@ -27,7 +27,7 @@ def _published(width):
     """The segment kernel's chunk states beside its data: programs x (states + a status word)."""
     r = _row("segment_coo", "sum", width)
     kernel = next(s for s in r.steps if s.part == "kernel")
-    return kernel.dram - (E * width * 4 + N * width * 4 + (N + 1) * 8)
+    return kernel.dram - (E * width * 4 + N * width * 4 + (N + 1) * 4)
 
 
 def _facts_partials():
@@ -41,12 +41,11 @@ def test_a_sorted_sum_moves_the_checks_the_offsets_and_one_kernel_pass(width):
     # written out: index_facts reads the int64 index of E once from DRAM (its second view, one
     # element on, from L2) and writes three int64 facts, stacked (24 B); arange writes N + 1
     # int64 queries; searchsorted reads the index and them and writes N + 1 int32 boundaries;
-    # the launcher widens those to int64 (reads 4, writes 8 each); the kernel reads src and the
-    # int64 boundaries and writes the result
+    # the kernel reads src and those int32 boundaries and writes the result
     index = 8 * E
     checks = (index + _facts_partials() + 24) + 24
-    offsets = 8 * (N + 1) + (index + 8 * (N + 1) + 4 * (N + 1)) + 12 * (N + 1)
-    kernel = 4 * E * width + 8 * (N + 1) + 4 * N * width
+    offsets = 8 * (N + 1) + (index + 8 * (N + 1) + 4 * (N + 1))
+    kernel = 4 * E * width + 4 * (N + 1) + 4 * N * width
     ideal = 4 * E * width + index + 4 * N * width
     r = _row("segment_coo", "sum", width)
     assert r.ideal == ideal
@@ -133,9 +132,10 @@ def test_the_targets_are_met_and_missed_where_the_table_says_and_for_these_reaso
     ideal at every width. Bytes: met at F = 64; missed at F = 1, where the checks read the index
     (2/3 of the ideal) and searchsorted reads it again, and at F = 16, by those two reads' smaller
     share. Time: missed at every width: at F = 1 the checks (index_facts, step-bound at its
-    tile fitted to the 24-byte state) and the offsets' three launches each take about the ideal's
-    time; at F = 16 and 64 the segment kernel is step-bound in the tuner's model (4 KiB tiles,
-    two programs per SM). These asserts pin the misses; a fix turns them over."""
+    tile fitted to the 24-byte state) and the offsets' two launches each take about the ideal's
+    time (the offsets' two launches a little less); at F = 16 and 64 the segment kernel is
+    step-bound in the tuner's model (4 KiB tiles, two programs per SM). These asserts pin the
+    misses; a fix turns them over."""
     f1, f16, f64 = (_row("segment_coo", "sum", w) for w in C.WIDTHS)
     assert f64.bytes_ratio <= 1.1
     assert f16.bytes_ratio > 1.1 and f1.bytes_ratio > 1.1
@@ -143,6 +143,6 @@ def test_the_targets_are_met_and_missed_where_the_table_says_and_for_these_reaso
     assert f1.part_ratio("offsets") > 8 * E / f1.ideal
     for r in (f1, f16, f64):
         assert r.time_ratio > 1.25
-    assert f1.part_ratio("checks", "seconds") > 1 and f1.part_ratio("offsets", "seconds") > 1
+    assert f1.part_ratio("checks", "seconds") > 1 and f1.part_ratio("offsets", "seconds") > 0.9
     assert f1.part_ratio("kernel", "seconds") < 1.25
     assert f16.part_ratio("kernel", "seconds") > 2 and f64.part_ratio("kernel", "seconds") > 2

@@ -12,9 +12,7 @@ scatter_groups.py) run, in eager code:
   fewer than 2**31) and a stable ``torch.sort``; then the **gather** of src into its order
   (``index_select``);
 - the **offsets**: ``arange`` of the N + 1 group numbers in the keys' dtype and ``searchsorted``
-  with ``out_int32`` (int32 boundaries), then the segment launcher's ``_to_copy`` of them to
-  int64 (tritonml/launchers/segment.py, ``_boundaries``: the kernel reads int64 boundaries, so
-  the int32 ones are widened by a pass of their own);
+  with ``out_int32`` (int32 boundaries, which the segment kernel reads as they are);
 - the **kernel**: the segment kernel (one launch; torch_scatter's float mean is its AVERAGE with
   initial 0, the sum's state and bytes);
 - the **finish**: max's empty groups (the counts as the boundaries' diff, widened to int64,
@@ -204,20 +202,17 @@ def sort_steps(elements: int, row_bytes: int, device=devices.H100) -> list:
 
 
 def offset_steps(elements: int, groups: int, key_bytes: int, device=devices.H100) -> list:
-    """The N + 1 queries (``arange`` in the keys' dtype), the search of the sorted keys
-    (``key_bytes`` each) writing int32 boundaries, and the launcher's widening of them to the
-    int64 boundaries the segment kernel reads."""
+    """The N + 1 queries (``arange`` in the keys' dtype) and the search of the sorted keys
+    (``key_bytes`` each) writing the int32 boundaries the segment kernel reads."""
     q = groups + 1
     b = BOUNDARY_BYTES
     return [_torch_step("offsets", "aten.arange.default", q * key_bytes, device=device),
             _torch_step("offsets", "aten.searchsorted.Tensor",
-                        elements * key_bytes + q * key_bytes + q * b, device=device),
-            _torch_step("offsets", "aten._to_copy.default", q * (b + INDEX_BYTES),
-                        device=device)]
+                        elements * key_bytes + q * key_bytes + q * b, device=device)]
 
 
 def kernel_step(counts: np.ndarray, width: int, function: str, device=devices.H100) -> Step:
-    """The segment kernel over groups of ``counts`` rows of ``width`` float32 values (int64
+    """The segment kernel over groups of ``counts`` rows of ``width`` float32 values (int32
     boundaries), at the config it takes on ``device``: the group reductions take the H100's
     (``scatter_groups.GROUP_TARGET``) on every device, the interpreter's included, so
     ``counted`` is the launch's own bytes (src, the result and the boundaries once, and each
@@ -226,7 +221,8 @@ def kernel_step(counts: np.ndarray, width: int, function: str, device=devices.H1
     atomics are in neither."""
     launch, config, _, ideal, seconds = segment_model.kernel_launch(
         counts, "reduce", device, inner=width, element_bytes=VALUE_BYTES,
-        state_bytes=STATE_BYTES[function], registers=kernel_registers(counts, width, device))
+        state_bytes=STATE_BYTES[function], registers=kernel_registers(counts, width, device),
+        boundary_bytes=BOUNDARY_BYTES)
     return Step("kernel", SEGMENT_KERNEL, int(launch.bytes_moved), launch.bytes_moved, seconds,
                 l2=launch.bytes_moved - ideal)
 

@@ -113,13 +113,13 @@ def chunk_steps(offsets: np.ndarray, config, elements: int, op: str) -> np.ndarr
 
 def kernel_launch(lengths: np.ndarray, op: str, device=devices.H100, *, inner: int = 1,
                   element_bytes: int = ELEMENT_BYTES, state_bytes: int = STATE_BYTES,
-                  registers=None) -> tuple:
+                  registers=None, boundary_bytes: int = OFFSET_BYTES) -> tuple:
     """The segment kernel's launch over segments of ``lengths`` along an axis with ``inner``
     contiguous positions beside it (a row of ``inner`` values per position: one chain while
     ``inner`` fits a tile's ``MAX_BLOCK_INNER``), as ``cost.Launch``; with its config, the most
     programs the longest segment spans, the ideal bytes (x read once, the result written once,
-    the boundaries read once) and the modeled seconds (``registers`` per thread: the 1-D
-    figures of ``REGISTERS`` unless given)."""
+    the boundaries read once, ``boundary_bytes`` each) and the modeled seconds (``registers``
+    per thread: the 1-D figures of ``REGISTERS`` unless given)."""
     elements, segments = int(lengths.sum()), len(lengths)
     with devices.targeting(device):
         config = segment_config(elements, inner, 1, state_bytes, "cuda", scan=op == "scan")
@@ -132,7 +132,7 @@ def kernel_launch(lengths: np.ndarray, op: str, device=devices.H100, *, inner: i
     split = -(-(longest - 1) // chunk) + 1     # programs it can span, at worst alignment
     x = elements * inner * element_bytes
     result = (segments if op == "reduce" else elements) * inner * element_bytes
-    boundaries = (segments + 1) * OFFSET_BYTES
+    boundaries = (segments + 1) * boundary_bytes
     published = programs * (config.block_inner * state_bytes + cost.STATUS_WORD_BYTES)
     ideal = x + result + boundaries
     offsets = np.concatenate(([0], np.cumsum(lengths)))

@@ -136,8 +136,12 @@ def _check_values(offsets, lengths, axis_len: int) -> None:
 
 
 def _boundaries(offsets: torch.Tensor) -> torch.Tensor:
-    """The int64 contiguous boundaries the kernel reads (``offsets`` itself when it is)."""
-    return offsets.to(torch.int64).contiguous()
+    """The contiguous int32 or int64 boundaries the kernel reads (``offsets`` itself when it
+    is): every load of one converts it to the kernel's position type, so int32 boundaries are
+    read as they are, half the bytes of int64."""
+    if offsets.dtype not in (torch.int32, torch.int64):
+        offsets = offsets.to(torch.int64)
+    return offsets.contiguous()
 
 
 def _inputs(xs, name: str = "x") -> tuple:
