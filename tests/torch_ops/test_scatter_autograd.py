@@ -93,11 +93,11 @@ def test_gradcheck_other_forms(form, fast):
                                     fast_mode=fast)
 
 
-def test_double_backward_of_a_product():
+def test_double_backward_of_a_product(fast):
     input, index, src = shared_case()
     assert torch.autograd.gradgradcheck(
         lambda i, s: tritonml.scatter_reduce(i, 0, index, s, "prod"),
-        (input.requires_grad_(), src.requires_grad_()))
+        (input.requires_grad_(), src.requires_grad_()), fast_mode=fast)
 
 
 def test_vmap_over_src_and_input():
