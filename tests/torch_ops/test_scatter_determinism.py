@@ -15,7 +15,7 @@ from tritonml_autotune import devices
 
 # an H100 with one SM: the segment kernel then splits an axis into 12 chunks, not 1,584
 ONE_SM = dataclasses.replace(devices.H100, name="one-SM H100", sms=1)
-ROWS, WIDTH, GROUPS = 2048, 16, 8
+ROWS, WIDTH, GROUPS = 1024, 16, 8
 
 
 def grouped_data(dtype):
