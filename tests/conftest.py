@@ -42,7 +42,7 @@ if INSTALLED:
 # ---------------------------------------------------------------------------------------------
 # Two tiers. ``pytest`` runs the fast tier (about 4 minutes on 2 cores with -n 2): every test
 # function, but at most FAST_CASES of a parametrized function's cases (an even spread over them,
-# its first included; ONE_CASE functions, each case a long gradcheck, one), and neither the
+# its first included; ONE_CASE functions, each case long (a gradcheck, processes), one), and neither the
 # FULL_ONLY modules nor the functions that cross-compile for sm_80/sm_90 (names with "compile"
 # and "sm80": minutes of ptxas). ``pytest --full`` runs every case of everything. CI runs both.
 # ---------------------------------------------------------------------------------------------
@@ -59,6 +59,10 @@ FULL_ONLY = frozenset({
 ONE_CASE = frozenset({
     "tests/launchers/test_scan_initial.py::test_gradcheck_in_x_and_initial",
     "tests/launchers/test_linear_recurrence.py::test_gradcheck_and_double_backward",
+    "tests/torch_ops/test_scatter_autograd.py::test_gradcheck_reverse_and_forward",
+    "tests/torch_ops/test_scatter_autograd.py::test_gradcheck_other_forms",
+    "tests/torch_ops/test_scatter_determinism.py::test_same_bits_on_any_gpu_and_run",
+    "tests/test_scatter_routing.py::test_environment_variable_opts_out_at_import",  # processes
 })
 
 
