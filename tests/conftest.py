@@ -43,8 +43,8 @@ if INSTALLED:
 # Two tiers. ``pytest`` runs the fast tier (about 5 minutes on 2 cores with -n 2): every test
 # function, but at most FAST_CASES of a parametrized function's cases (an even spread over them,
 # its first included; ONE_CASE functions, each case long (a gradcheck, processes), one), and
-# neither the FULL_ONLY modules nor the functions that cross-compile for sm_80/sm_90 (names with "compile"
-# and "sm80": minutes of ptxas). ``pytest --full`` runs every case of everything. CI runs both.
+# neither the FULL_ONLY modules nor the functions that cross-compile for sm_80/sm_90 (names with
+# "compile" and "sm80": minutes of ptxas). ``pytest --full`` runs every case of everything. CI runs both.
 # ---------------------------------------------------------------------------------------------
 import math
 from collections import defaultdict
