@@ -214,23 +214,12 @@ ROUTES = (
           constant("nanmean"), family=_family.nanmean),
     CallRoute("segment_reduce", (torch.segment_reduce,), _route_segment_reduce),
     # torch's scatter and index reductions: tritonml's deterministic ones (torch_ops/scatter.py)
-    CallRoute("scatter_add", (torch.scatter_add, torch.Tensor.scatter_add),
-              _scatter_routes.route_scatter_add, inplace=torch.Tensor.scatter_add_,
-              deterministic=True),
-    CallRoute("scatter_reduce", (torch.scatter_reduce, torch.Tensor.scatter_reduce),
-              _scatter_routes.route_scatter_reduce, inplace=torch.Tensor.scatter_reduce_,
-              deterministic=True),
-    CallRoute("index_add", (torch.index_add, torch.Tensor.index_add),
-              _scatter_routes.route_index_add, inplace=torch.Tensor.index_add_,
-              deterministic=True),
-    CallRoute("index_reduce", (torch.index_reduce, torch.Tensor.index_reduce),
-              _scatter_routes.route_index_reduce, inplace=torch.Tensor.index_reduce_,
-              deterministic=True),
+    *(CallRoute(name, (getattr(torch, name), getattr(torch.Tensor, name)),
+                getattr(_scatter_routes, f"route_{name}"),
+                inplace=getattr(torch.Tensor, f"{name}_"), deterministic=True)
+      for name in ("scatter_add", "scatter_reduce", "index_add", "index_reduce", "index_put")),
     CallRoute("bincount", (torch.bincount, torch.Tensor.bincount),
               _scatter_routes.route_bincount, deterministic=True),
-    CallRoute("index_put", (torch.index_put, torch.Tensor.index_put),
-              _scatter_routes.route_index_put, inplace=torch.Tensor.index_put_,
-              deterministic=True),
 )
 
 # torch's callable -> (route, in place?)

@@ -21,7 +21,7 @@ from typing import Callable, Optional
 import torch
 
 from .core import torch_compat as _torch_compat
-from .routing_args import FALL_THROUGH, FLOATS, INTEGERS, signature_of
+from .routing_args import FALL_THROUGH, FLOATS, INTEGERS, index_arg, signature_of
 from .torch_ops import scatter as _scatter
 
 # The dtypes routed: tritonml's values dtypes that torch implements these ops for (not bool,
@@ -47,16 +47,6 @@ def _bind(signature, args: tuple, kwargs: dict) -> Optional[dict]:
         return None   # torch reads another overload (a named dim) or raises
     bound.apply_defaults()
     return bound.arguments
-
-
-def _dim(value) -> Optional[int]:
-    """An int dim (numpy ints too), or None: a named dim, a bool or a tensor falls through."""
-    if isinstance(value, (bool, torch.Tensor)):
-        return None
-    try:
-        return operator.index(value)
-    except TypeError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -162,7 +152,7 @@ def _serve(call: Optional[_Call], readable):
 
 def _scatter_call(arguments: dict, inplace: bool, reduce: str, include_self) -> Optional[_Call]:
     x, index, src, dim = (arguments["input"], arguments["index"], arguments["src"],
-                          _dim(arguments["dim"]))
+                          index_arg(arguments["dim"]))
     if dim is None or not all(isinstance(t, torch.Tensor) for t in (x, index, src)):
         return None
     return _Call(lambda: _scatter.scatter_reduce(x, dim, index, src, reduce,
@@ -190,7 +180,7 @@ def route_scatter_reduce(args, kwargs, inplace, readable):
 
 def _index_call(arguments: dict, inplace: bool, run) -> Optional[_Call]:
     x, index, source, dim = (arguments["input"], arguments["index"], arguments["source"],
-                             _dim(arguments["dim"]))
+                             index_arg(arguments["dim"]))
     if dim is None or not all(isinstance(t, torch.Tensor) for t in (x, index, source)):
         return None
     return _Call(lambda: run(x, dim, index, source), x, index, source, inplace, arguments["out"])
