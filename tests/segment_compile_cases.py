@@ -90,7 +90,7 @@ def segment_launches(layouts=tuple(LAYOUTS)) -> list:
     return descriptions
 
 
-# The scatter ops' group reductions (tritonml/torch_ops/scatter_groups.py): int32 boundaries, at
+# The scatter ops' group reductions (tritonml/torch_ops/scatter_groups.py): int64 boundaries, at
 # the H100 config they take on every device; a GNN's edges x features along the edges (width 1:
 # the flat tile; 16 and 64: a strided axis under contiguous features)
 GROUP_LAYOUTS = {"width 1": ((1 << 20,), 0), "width 16": ((1 << 16, 16), 0),
@@ -104,7 +104,7 @@ def group_launches() -> list:
     width."""
     descriptions = []
     for layout, (shape, axis) in GROUP_LAYOUTS.items():
-        offsets = torch.tensor([0, 5, 5, shape[axis] // 2, shape[axis]], dtype=torch.int32)
+        offsets = torch.tensor([0, 5, 5, shape[axis] // 2, shape[axis]], dtype=torch.int64)
         x = torch.empty(shape, dtype=torch.float32)
         for name, initial in GROUP_FUNCTIONS:
             descriptions += _record(

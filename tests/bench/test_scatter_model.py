@@ -27,7 +27,7 @@ def _published(width):
     """The segment kernel's chunk states beside its data: programs x (states + a status word)."""
     r = _row("segment_coo", "sum", width)
     kernel = next(s for s in r.steps if s.part == "kernel")
-    return kernel.dram - (E * width * 4 + N * width * 4 + (N + 1) * 4)
+    return kernel.dram - (E * width * 4 + N * width * 4 + (N + 1) * 8)
 
 
 def _facts_partials():
@@ -40,12 +40,12 @@ def _facts_partials():
 def test_a_sorted_sum_moves_the_checks_the_offsets_and_one_kernel_pass(width):
     # written out: index_facts reads the int64 index of E once from DRAM (its second view, one
     # element on, from L2) and writes three int64 facts, stacked (24 B); arange writes N + 1
-    # int64 queries; searchsorted reads the index and them and writes N + 1 int32 boundaries;
-    # the kernel reads src and those int32 boundaries and writes the result
+    # int64 queries; searchsorted reads the index and them and writes N + 1 int64 boundaries;
+    # the kernel reads src and those boundaries and writes the result
     index = 8 * E
     checks = (index + _facts_partials() + 24) + 24
-    offsets = 8 * (N + 1) + (index + 8 * (N + 1) + 4 * (N + 1))
-    kernel = 4 * E * width + 4 * (N + 1) + 4 * N * width
+    offsets = 8 * (N + 1) + (index + 8 * (N + 1) + 8 * (N + 1))
+    kernel = 4 * E * width + 8 * (N + 1) + 4 * N * width
     ideal = 4 * E * width + index + 4 * N * width
     r = _row("segment_coo", "sum", width)
     assert r.ideal == ideal
@@ -83,10 +83,9 @@ def test_finishing_passes_are_max_empty_rows_alone_and_index_adds_fold():
     empty = int((np.bincount(C.index_of("segment_coo", C.sizes("segment_coo", (E, width)))
                              .numpy(), minlength=N) == 0).sum())
     assert 0 < empty < N // 10
-    # counts (int32 boundaries read once, N written), widened to int64, == 0, nonzero (the mask
-    # read twice, the empty positions written), index_fill_ (the positions read, the empty
-    # rows written)
-    most = (4 * (N + 1) + 4 * N) + 12 * N + 9 * N + (2 * N + 8 * empty) \
+    # counts (int64 boundaries read once, N written), == 0, nonzero (the mask read twice, the
+    # empty positions written), index_fill_ (the positions read, the empty rows written)
+    most = (8 * (N + 1) + 8 * N) + 9 * N + (2 * N + 8 * empty) \
         + empty * (8 + 4 * width)
     r = _row("segment_coo", "max", width)
     assert r.part_ratio("finish") * r.ideal == pytest.approx(most)

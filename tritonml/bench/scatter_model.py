@@ -12,7 +12,7 @@ scatter_groups.py) run, in eager code:
   fewer than 2**31) and a stable ``torch.sort``; then the **gather** of src into its order
   (``index_select``);
 - the **offsets**: ``arange`` of the N + 1 group numbers in the keys' dtype and ``searchsorted``
-  with ``out_int32`` (int32 boundaries, which the segment kernel reads as they are);
+  (int64 boundaries, the segment kernel's type);
 - the **kernel**: the segment kernel (one launch; torch_scatter's float mean is its AVERAGE with
   initial 0, the sum's state and bytes);
 - the **finish**: max's empty groups (the counts as the boundaries' diff, widened to int64,
@@ -72,7 +72,7 @@ from . import segment_model
 
 INDEX_BYTES = 8            # the int64 index, the positions, the kernel's boundaries, counts
 KEY_BYTES = 4              # int32 sort keys (fewer than 2**31 groups)
-BOUNDARY_BYTES = 4         # searchsorted's int32 boundaries (fewer than 2**31 keys)
+BOUNDARY_BYTES = 8         # searchsorted's int64 boundaries, the segment kernel's type
 VALUE_BYTES = 4            # float32 src, weights and results
 BOOL_BYTES = 1
 SORT_DIGIT_PASSES = 4      # 32-bit keys, 8-bit digits (CUB onesweep)
@@ -203,7 +203,7 @@ def sort_steps(elements: int, row_bytes: int, device=devices.H100) -> list:
 
 def offset_steps(elements: int, groups: int, key_bytes: int, device=devices.H100) -> list:
     """The N + 1 queries (``arange`` in the keys' dtype) and the search of the sorted keys
-    (``key_bytes`` each) writing the int32 boundaries the segment kernel reads."""
+    (``key_bytes`` each) writing the int64 boundaries the segment kernel reads."""
     q = groups + 1
     b = BOUNDARY_BYTES
     return [_torch_step("offsets", "aten.arange.default", q * key_bytes, device=device),
@@ -212,7 +212,7 @@ def offset_steps(elements: int, groups: int, key_bytes: int, device=devices.H100
 
 
 def kernel_step(counts: np.ndarray, width: int, function: str, device=devices.H100) -> Step:
-    """The segment kernel over groups of ``counts`` rows of ``width`` float32 values (int32
+    """The segment kernel over groups of ``counts`` rows of ``width`` float32 values (int64
     boundaries), at the config it takes on ``device``: the group reductions take the H100's
     (``scatter_groups.GROUP_TARGET``) on every device, the interpreter's included, so
     ``counted`` is the launch's own bytes (src, the result and the boundaries once, and each
@@ -259,10 +259,9 @@ def finish_steps(case: Case, counts: np.ndarray, device=devices.H100) -> list:
         return []
     empty = int(np.count_nonzero(np.asarray(counts) == 0))
     steps = [
-        # counts = offsets[1:] - offsets[:-1] (the int32 boundaries): overlapping views, the
+        # counts = offsets[1:] - offsets[:-1] (the int64 boundaries): overlapping views, the
         # boundaries read once
         _torch_step("finish", "aten.sub.Tensor", 3 * n * b, (n + 1) * b + n * b, device=device),
-        _torch_step("finish", "aten._to_copy.default", n * (b + i), device=device),
         _torch_step("finish", "aten.eq.Scalar", n * (i + BOOL_BYTES), device=device),
         # CUB counts the mask's true entries, then selects them: the mask read twice, the k
         # empty positions written (int64), two launches (the host's wait between not modeled)

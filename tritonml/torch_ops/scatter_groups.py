@@ -67,8 +67,8 @@ def shared_index(index: torch.Tensor, dim: int) -> Optional[torch.Tensor]:
 
 @dataclass(frozen=True)
 class Groups:
-    """``values``: src's elements in group order along ``axis``; ``offsets``: the n + 1 group
-    boundaries along it (int32 or int64); ``order``: the source position of each of them (None where the
+    """``values``: src's elements in group order along ``axis``; ``offsets``: the n + 1 int64
+    group boundaries along it; ``order``: the source position of each of them (None where the
     index was sorted: the identity)."""
     values: torch.Tensor
     offsets: torch.Tensor
@@ -76,7 +76,7 @@ class Groups:
     axis: int
 
     def counts(self) -> torch.Tensor:
-        return (self.offsets[1:] - self.offsets[:-1]).to(torch.int64)
+        return self.offsets[1:] - self.offsets[:-1]
 
     def detached(self) -> "Groups":
         """The same groups of values that carry no gradient (for an index output)."""
@@ -92,11 +92,11 @@ def _sorted(keys: torch.Tensor, n_groups: int) -> tuple[torch.Tensor, torch.Tens
 
 
 def _boundaries(sorted_keys: torch.Tensor, n_groups: int) -> torch.Tensor:
-    """Where each key's run starts in ``sorted_keys``, and the end: n_groups + 1 boundaries,
-    int32 where they fit (half the bytes for the search to write and the kernel to read: with a
-    GNN's width-1 features, int64 boundaries were a twelfth of the ideal bytes)."""
+    """Where each key's run starts in ``sorted_keys``, and the end: n_groups + 1 int64
+    boundaries, the segment kernel's own type (int32 ones would be widened by a pass of
+    their own)."""
     wanted = torch.arange(n_groups + 1, device=sorted_keys.device, dtype=sorted_keys.dtype)
-    return torch.searchsorted(sorted_keys, wanted, out_int32=sorted_keys.shape[0] < 2**31 - 1)
+    return torch.searchsorted(sorted_keys, wanted)
 
 
 def sort_into_groups(values: torch.Tensor, axis: int, keys: torch.Tensor, n_groups: int,
@@ -115,7 +115,7 @@ def group_counts(keys: torch.Tensor, n_groups: int, keys_sorted: bool) -> torch.
     if not keys_sorted:
         keys = _sorted(keys, n_groups)[0]
     offsets = _boundaries(keys, n_groups)
-    return (offsets[1:] - offsets[:-1]).to(torch.int64)
+    return offsets[1:] - offsets[:-1]
 
 
 def _reduce_fixed(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int, initial):
