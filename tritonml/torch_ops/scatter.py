@@ -14,10 +14,10 @@ import torch
 
 from ..core import checks as _checks
 from ..core.dtypes import check_dtype, is_float
-from ..core import torch_compat as _torch_compat
 from ..core import backend as _backend
 from .scatter_groups import Grouping, group, group_counts, reduce_groups
 from ..records import ready_reductions as _ready
+from .define import direct_call_allowed
 from .reduce_with import reduce_with
 from .segment import values_readable
 
@@ -87,10 +87,13 @@ def index_facts(index: torch.Tensor, n: int, name: str = "index", *,
     return sorted_along is not None and descents == 0
 
 
-def _check_out(out, like: torch.Tensor, shape, dtype) -> None:
-    # the result is computed whole before out is written, so out may be input itself
+def _check_out(out, input: torch.Tensor, values: torch.Tensor) -> None:
+    """``out``: input's shape and dtype, and nothing to differentiate (input's or the values');
+    the result is computed whole before out is written, so out may be input itself."""
     if out is not None:
-        _checks.check_out(out, like, shape=shape, dtype=dtype, allow_alias_of=like)
+        _checks.check_out(out, input, shape=input.shape, dtype=input.dtype,
+                          allow_alias_of=input)
+        _checks.check_out_grad(out, values, "out")
 
 
 def _written(result: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
@@ -98,16 +101,6 @@ def _written(result: torch.Tensor, out: Optional[torch.Tensor]) -> torch.Tensor:
         return result
     out.copy_(result)
     return out
-
-
-def differentiating(*tensors: torch.Tensor) -> bool:
-    """A gradient may be taken through these tensors (reverse or forward mode, or a torch.func
-    transform), or they are traced: the result must come from differentiable ops whose
-    gradient is torch's."""
-    return (torch.compiler.is_compiling()
-            or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
-            or _torch_compat.forward_ad_active()
-            or any(_torch_compat.is_functorch_wrapped(t) for t in tensors))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,7 +114,8 @@ def _box(t: torch.Tensor, sizes, dim: int) -> torch.Tensor:
     return t
 
 
-def _divide(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+def divide(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """A mean as torch takes it: the count in the total's dtype; integers rounded down."""
     count = count.to(total.dtype)
     if is_float(total.dtype):
         return total / count
@@ -134,7 +128,8 @@ def grouped_reduce(input: torch.Tensor, dim: int, index: torch.Tensor, src: torc
     broadcast to it by stride 0), src narrowed to it already."""
     n = input.shape[dim]
     region = _box(input, src.shape, dim)
-    if reduce in ("amax", "amin") and include_self and differentiating(input, src):
+    if reduce in ("amax", "amin") and include_self and not direct_call_allowed(input,
+                                                                                  inputs=(src,)):
         # torch shares an extreme's gradient evenly among every tied element, input's
         # included: input's entries go into the groups as their first elements
         grouping = group(src, dim, index, n, index_sorted=index_sorted, first=region)
@@ -159,8 +154,8 @@ def fold_in(reduce: str, region: torch.Tensor, reduced: torch.Tensor, grouping: 
     counts = grouping.counts()
     if reduce == "mean":
         if include_self:
-            return _divide(region + reduced, counts + 1)
-        return torch.where(counts > 0, _divide(reduced, counts.clamp(min=1)), region)
+            return divide(region + reduced, counts + 1)
+        return torch.where(counts > 0, divide(reduced, counts.clamp(min=1)), region)
     if not include_self:
         return torch.where(counts > 0, reduced, region)
     return (torch.maximum if reduce == "amax" else torch.minimum)(region, reduced)
@@ -246,18 +241,25 @@ def scatter_reduce(input: torch.Tensor, dim: int, index: torch.Tensor, src: torc
     reduce = check_reduce(reduce, tuple(REDUCE_FUNCTIONS))
     include_self = _checks.check_bool("include_self", include_self)
     dim = _scatter_checks(input, dim, index, src)
-    _check_out(out, input, input.shape, input.dtype)
-    if out is not None:
-        _checks.check_out_grad(out, src, "out")
+    _check_out(out, input, src)
+    return _reduce_into(input, dim, index, index, dim, src, reduce, include_self, out)
+
+
+def _reduce_into(input, dim: int, index, spread, along: int, values, reduce: str,
+                 include_self: bool, out):
+    """What every public function does once its arguments are checked: ``index`` as given (its
+    values checked, and its order read, along ``along``), ``spread`` the index at values'
+    shape (or its part of it); a 0-d input as a 1-element one."""
     was_scalar = input.dim() == 0
     if was_scalar:
-        input, index, src = _scalars_as_vectors(input, index, src)
+        input, spread, values = _scalars_as_vectors(input, spread, values)
     if index.numel() == 0:
-        return _written(input.clone(), out)
-    sorted_index = index_facts(index, input.shape[dim], sorted_along=dim)
-    src = src[tuple(slice(0, size) for size in index.shape)]
-    result = grouped_reduce(input, dim, index, src, reduce, include_self,
-                            index_sorted=sorted_index)
+        result = input.clone()
+    else:
+        sorted_index = index_facts(index, input.shape[dim], sorted_along=along)
+        values = values[tuple(slice(0, size) for size in spread.shape)]
+        result = grouped_reduce(input, dim, spread, values, reduce, include_self,
+                                index_sorted=sorted_index)
     return _written(result.reshape(()) if was_scalar else result, out)
 
 
@@ -318,24 +320,15 @@ def index_add(input: torch.Tensor, dim: int, index: torch.Tensor, source: torch.
                 [3., 4.]])
     """
     dim, spread = _index_checks(input, dim, index, source)
-    _check_out(out, input, input.shape, input.dtype)
-    if out is not None:
-        _checks.check_out_grad(out, source, "out")
+    _check_out(out, input, source)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
         raise TypeError(f"alpha: expected a Python number, got {type(alpha).__name__}")
     if not is_float(input.dtype) and not isinstance(alpha, int):
         raise TypeError(f"alpha: input has the integer dtype {input.dtype}, so alpha must be an "
                         f"int, got {alpha!r}")
-    was_scalar = input.dim() == 0
-    if was_scalar:
-        input, source = _scalars_as_vectors(input, source)
     if alpha != 1:
         source = source * alpha
-    if index.numel() == 0:
-        return _written(input.clone().reshape(()) if was_scalar else input.clone(), out)
-    sorted_index = index_facts(index, input.shape[dim], sorted_along=0)
-    result = grouped_reduce(input, dim, spread, source, "sum", True, index_sorted=sorted_index)
-    return _written(result.reshape(()) if was_scalar else result, out)
+    return _reduce_into(input, dim, index, spread, 0, source, "sum", True, out)
 
 
 def index_reduce(input: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor,
@@ -354,18 +347,8 @@ def index_reduce(input: torch.Tensor, dim: int, index: torch.Tensor, source: tor
     reduce = check_reduce(reduce, ("prod", "mean", "amax", "amin"))
     include_self = _checks.check_bool("include_self", include_self)
     dim, spread = _index_checks(input, dim, index, source)
-    _check_out(out, input, input.shape, input.dtype)
-    if out is not None:
-        _checks.check_out_grad(out, source, "out")
-    was_scalar = input.dim() == 0
-    if was_scalar:
-        input, source = _scalars_as_vectors(input, source)
-    if index.numel() == 0:
-        return _written(input.clone().reshape(()) if was_scalar else input.clone(), out)
-    sorted_index = index_facts(index, input.shape[dim], sorted_along=0)
-    result = grouped_reduce(input, dim, spread, source, reduce, include_self,
-                            index_sorted=sorted_index)
-    return _written(result.reshape(()) if was_scalar else result, out)
+    _check_out(out, input, source)
+    return _reduce_into(input, dim, index, spread, 0, source, reduce, include_self, out)
 
 
 BINCOUNT_DTYPES = (torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64)

@@ -15,7 +15,8 @@ from typing import Optional, Tuple
 import torch
 
 from ..core import checks as _checks
-from .scatter import check_index, check_reduce, check_values_tensor, index_facts
+from .scatter import (check_index, check_reduce, check_values_tensor, divide, index_facts,
+                      read_index)
 from .scatter_groups import Grouping, group, reduce_groups
 from .define import direct_call_allowed
 from .segment import values_readable
@@ -41,36 +42,44 @@ def _broadcast(index: torch.Tensor, src: torch.Tensor, dim: int) -> torch.Tensor
                          f"{tuple(src.shape)} along dim {dim}") from None
 
 
-def _group_size(index: torch.Tensor, dim_size) -> int:
-    """``dim_size``, or index.max() + 1 (0 for an empty index) read from the device."""
-    if dim_size is not None:
-        if isinstance(dim_size, bool) or not isinstance(dim_size, int) or dim_size < 0:
-            raise ValueError(f"dim_size: must be a non-negative int or None, got {dim_size!r}")
-        return dim_size
-    return int(index.max()) + 1 if index.numel() else 0
+def _check_dim_size(dim_size) -> None:
+    if dim_size is not None and (isinstance(dim_size, bool) or not isinstance(dim_size, int)
+                                 or dim_size < 0):
+        raise ValueError(f"dim_size: must be a non-negative int or None, got {dim_size!r}")
 
 
-def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> tuple[Grouping, int]:
+def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> Grouping:
+    """src grouped by index into ``dim_size`` groups (None: index.max() + 1, 0 for an empty
+    index), the index's values checked and its order read in one pass in eager code."""
     check_values_tensor("src", src)
     check_index("index", index, src.device)
+    _check_dim_size(dim_size)
     if src.dim() == 0:
         raise ValueError("src: a 0-d tensor has no dim to scatter along")
-    n = _group_size(index, dim_size)
     along = index.dim() - 1 if sorted_promise or index.dim() <= dim else dim
-    index_sorted = index_facts(index, n, sorted_along=along)
-    if sorted_promise and not index_sorted and index.numel() and values_readable(index):
+    readable = index.numel() > 0 and values_readable(index)
+    if dim_size is None and readable:
+        # the one read of the index gives the number of groups too
+        lo, hi, descents = read_index(index, along)
+        n = hi + 1
+        if lo < 0:
+            raise ValueError(f"index: every value must be in [0, {n}), found {lo}")
+        index_sorted = descents == 0
+    else:
+        n = dim_size if dim_size is not None else (int(index.max()) + 1 if index.numel() else 0)
+        index_sorted = index_facts(index, n, sorted_along=along)
+    if sorted_promise and not index_sorted and readable:
         raise ValueError("index: segment_coo needs an index sorted (non-decreasing) along its "
                          "last dim; call tritonml.scatter for an unsorted one")
     spread = _broadcast(index, src, dim)
-    return group(src, dim, spread, n, index_sorted=index_sorted or sorted_promise), n
+    return group(src, dim, spread, n, index_sorted=index_sorted or sorted_promise)
 
 
 def _finish(reduce: str, reduced: torch.Tensor, grouping: Grouping) -> torch.Tensor:
     """torch_scatter's value for each group from the segment reduction: an integer mean's floor
     division by the count taken as at least 1, an empty group's min/max 0."""
     if reduce == "mean" and not reduced.dtype.is_floating_point:
-        counts = grouping.counts().clamp(min=1).to(reduced.dtype)
-        return torch.div(reduced, counts, rounding_mode="floor")
+        return divide(reduced, grouping.counts().clamp(min=1))
     if reduce in ("min", "max"):
         return _zero_empty(reduced, grouping)
     return reduced
@@ -90,7 +99,7 @@ def _zero_empty(reduced: torch.Tensor, grouping: Grouping) -> torch.Tensor:
 
 def _reduce(src, index, dim, dim_size, reduce, *, sorted_promise: bool) -> torch.Tensor:
     reduce = check_reduce(reduce, tuple(REDUCE_FUNCTIONS))
-    grouping, _ = _grouped(src, index, dim, dim_size, sorted_promise=sorted_promise)
+    grouping = _grouped(src, index, dim, dim_size, sorted_promise=sorted_promise)
     if reduce == "mean" and src.dtype.is_floating_point:
         # each group's sum over its count in the kernel, an empty group's 0 its initial
         return grouping.result(reduce_groups(grouping.groups, "AVERAGE", 0.0))
@@ -100,7 +109,7 @@ def _reduce(src, index, dim, dim_size, reduce, *, sorted_promise: bool) -> torch
 
 def _with_arg(src, index, dim, dim_size, extreme: str, *, sorted_promise: bool
               ) -> Tuple[torch.Tensor, torch.Tensor]:
-    grouping, _ = _grouped(src, index, dim, dim_size, sorted_promise=sorted_promise)
+    grouping = _grouped(src, index, dim, dim_size, sorted_promise=sorted_promise)
     values = _finish(extreme, grouping.result(
         reduce_groups(grouping.groups, REDUCE_FUNCTIONS[extreme])), grouping)
     positions = grouping.result(reduce_groups(grouping.groups.detached(),

@@ -35,6 +35,7 @@ forward AD, vmap, torch.compile and export come from them.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional, Union
 
@@ -238,7 +239,7 @@ def group(src: torch.Tensor, dim: int, index: torch.Tensor, n: int, *, index_sor
         return Grouping(groups, dim, n, shape, True)
     columns = src.movedim(dim, -1)
     length = columns.shape[-1]
-    n_columns = _prod(columns.shape[:-1])
+    n_columns = math.prod(columns.shape[:-1])
     column = torch.arange(n_columns, device=index.device, dtype=torch.int64)
     keys = (column.reshape(*columns.shape[:-1], 1) * n
             + index.movedim(dim, -1).to(torch.int64)).reshape(-1)
@@ -251,10 +252,3 @@ def group(src: torch.Tensor, dim: int, index: torch.Tensor, n: int, *, index_sor
         keys_sorted = False
     groups = sort_into_groups(values, 0, keys, n_columns * n, keys_sorted)
     return Grouping(groups, dim, n, shape, False)
-
-
-def _prod(sizes) -> int:
-    total = 1
-    for s in sizes:
-        total *= int(s)
-    return total
