@@ -35,49 +35,41 @@ def section(name: str, kind: str = "choices") -> re.Pattern:
                       re.DOTALL)
 
 
+def replaced(text: str, doc: Path, kind: str, name: str, table: str) -> str:
+    """``text`` with its one ``<!-- kind name begin -->`` ... ``end`` section holding ``table``;
+    a ValueError naming ``doc`` where there is not exactly one."""
+    text, count = section(name, kind).subn(lambda m: m.group(1) + table + "\n" + m.group(3),
+                                           text)
+    if count != 1:
+        raise ValueError(f"{doc}: expected one '{kind} {name}' section, found {count}")
+    return text
+
+
 def rendered(text: str) -> str:
     from tritonml import tuning
 
     for name in TARGETS:
-        table = tuning.suite_choices_table(name)
-        text, count = section(name).subn(lambda m: m.group(1) + table + "\n" + m.group(3), text)
-        if count != 1:
-            raise ValueError(f"{DOC}: expected one 'choices {name}' section, found {count}")
+        text = replaced(text, DOC, "choices", name, tuning.suite_choices_table(name))
     return text
 
 
 def rendered_performance(text: str) -> str:
     from tritonml.bench import long_scans
 
-    table = long_scans.table(LONG_SCANS_TARGET)
-    text, count = section(LONG_SCANS_TARGET, "long scans").subn(
-        lambda m: m.group(1) + table + "\n" + m.group(3), text)
-    if count != 1:
-        raise ValueError(f"{PERFORMANCE_DOC}: expected one 'long scans {LONG_SCANS_TARGET}' "
-                         f"section, found {count}")
-    return text
+    return replaced(text, PERFORMANCE_DOC, "long scans", LONG_SCANS_TARGET,
+                    long_scans.table(LONG_SCANS_TARGET))
 
 
 def rendered_segments(text: str) -> str:
     from tritonml.bench import segment_model
 
-    table = segment_model.table()
-    text, count = section("H100", "segments").subn(
-        lambda m: m.group(1) + table + "\n" + m.group(3), text)
-    if count != 1:
-        raise ValueError(f"{SEGMENTS_DOC}: expected one 'segments H100' section, found {count}")
-    return text
+    return replaced(text, SEGMENTS_DOC, "segments", "H100", segment_model.table())
 
 
 def rendered_scatter(text: str) -> str:
     from tritonml.bench import scatter_model
 
-    table = scatter_model.table()
-    text, count = section("H100", "scatter").subn(
-        lambda m: m.group(1) + table + "\n" + m.group(3), text)
-    if count != 1:
-        raise ValueError(f"{SCATTER_DOC}: expected one 'scatter H100' section, found {count}")
-    return text
+    return replaced(text, SCATTER_DOC, "scatter", "H100", scatter_model.table())
 
 
 def main(argv=None) -> int:
