@@ -21,6 +21,7 @@ from typing import Callable, Optional
 import torch
 
 from .core import torch_compat as _torch_compat
+from .core.checks import has_internal_overlap
 from .routing_args import FALL_THROUGH, FLOATS, INTEGERS, index_arg, signature_of
 from .torch_ops import scatter as _scatter
 
@@ -76,17 +77,6 @@ def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
 
 
-def _no_internal_overlap(t: torch.Tensor) -> bool:
-    """No two elements of ``t`` share memory (a sufficient test: each stride, smallest first,
-    steps past everything the smaller ones span). An expanded ``self`` is torch's to refuse."""
-    extent = 0
-    for stride, size in sorted((t.stride(k), t.size(k)) for k in range(t.dim()) if t.size(k) > 1):
-        if stride <= extent:
-            return False
-        extent += stride * (size - 1)
-    return True
-
-
 def _records(call: _Call) -> bool:
     tensors = (call.input, call.values) + ((call.out,) if call.out is not None else ())
     return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
@@ -106,12 +96,12 @@ def _servable(call: _Call, readable) -> bool:
     if records and call.gradient_differs:
         return False
     if call.inplace:
-        return (not records and _no_internal_overlap(x)
+        return (not records and not has_internal_overlap(x)
                 and not (x.is_inference() and not torch.is_inference_mode_enabled())
                 and not any(_shares_memory(x, t) for t in (index, values)))
     if out is not None:
         return (not records and _plain(out, readable) and out.device == x.device
-                and out.dtype == x.dtype and out.shape == x.shape and _no_internal_overlap(out)
+                and out.dtype == x.dtype and out.shape == x.shape and not has_internal_overlap(out)
                 and not any(_shares_memory(out, t) for t in (x, index, values)))
     return True
 
