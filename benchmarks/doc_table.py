@@ -9,9 +9,9 @@ tests/autotune/test_autotune_select.py fails when the doc and the code disagree.
 is ``tritonml.bench.long_scans.table("H100")`` (checked by tests/autotune/test_chunked_model.py).
 docs/segments.md: the table between ``<!-- segments H100 begin -->`` and
 ``<!-- segments H100 end -->`` is ``tritonml.bench.segment_model.table()`` (checked by
-tests/bench/test_segment_model.py). docs/scatter.md: the table between ``<!-- scatter H100 begin -->``
-and ``<!-- scatter H100 end -->`` is ``tritonml.bench.scatter_model.table()`` (checked by
-tests/bench/test_scatter_model.py).
+tests/bench/test_segment_model.py). docs/scatter.md: the table between
+``<!-- scatter H100 begin -->`` and ``<!-- scatter H100 end -->`` is
+``tritonml.bench.scatter_model.table()`` (checked by tests/bench/test_scatter_model.py).
 
     python -m benchmarks.doc_table --check  (writes nothing; exit status 1 if a doc is stale)
 """
