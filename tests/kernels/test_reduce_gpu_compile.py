@@ -8,6 +8,7 @@ is needed.
 """
 from __future__ import annotations
 
+import itertools
 
 import pytest
 import torch
@@ -127,3 +128,36 @@ def test_index_facts_compiles_for_sm80_and_sm90_without_spills():
               for r in results if r.get("local_bytes", 0) or r.get("stack_bytes", 0)]
     assert not spills, spills[:5]
     assert max(r["registers"] for r in results) < 255
+
+
+# ---------------------------------------------------------------------------------------------
+# A 1-D index's facts and, where sorted, its group boundaries in one pass
+# (tritonml/kernels/index_bounds.py)
+# ---------------------------------------------------------------------------------------------
+def test_index_bounds_compiles_for_sm80_and_sm90_without_spills():
+    from unittest import mock
+
+    from tritonml.bench.gpu_compile import describe
+    from tritonml.launchers import index_bounds
+    from tritonml.runtime import trace
+
+    gpu_config = index_bounds.bounds_config(1 << 22, "cuda")
+    descriptions = []
+    with mock.patch.object(index_bounds, "bounds_config", lambda length, device: gpu_config):
+        for dtype, groups, stride in itertools.product((torch.int32, torch.int64), (None, 100),
+                                                        (1, 2)):
+            keys = torch.zeros(4096 * stride, dtype=dtype)[::stride]
+            with trace.record(execute=False) as rec:
+                # a dry run: the facts it reads back are the initial ones, never used
+                index_bounds.read_index_bounds(keys, groups)
+            descriptions += [describe(launch) for launch in rec.launches]
+    assert {d["meta"]["BLOCK"] for d in descriptions} == {gpu_config[0]}
+    assert {d["meta"]["WRITE_OFFSETS"] for d in descriptions} == {True, False}
+    results = compile_in_subprocess(descriptions, archs=ARCHS)
+    assert len(results) == len(descriptions) * len(ARCHS)
+    failures = [(r["arch"], r["meta"], r.get("error")) for r in results if not r["ok"]]
+    assert not failures, failures[:5]
+    spills = [(r["arch"], r["meta"], r.get("local_bytes"), r.get("stack_bytes"))
+              for r in results if r.get("local_bytes", 0) or r.get("stack_bytes", 0)]
+    assert not spills, spills[:5]
+    assert max(r["registers"] for r in results) < 128

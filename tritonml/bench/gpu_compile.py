@@ -33,7 +33,8 @@ from tritonml_autotune.devices import ARCHS
 
 
 KERNEL_MODULES = ("tritonml.kernels.scan", "tritonml.kernels.scan_chunked",
-                  "tritonml.kernels.reduce", "tritonml.kernels.segment")
+                  "tritonml.kernels.reduce", "tritonml.kernels.segment",
+                  "tritonml.kernels.index_bounds")
 COMBINE_MODULE = "tritonml.kernels.combine"
 
 

@@ -4,15 +4,20 @@ nothing timed.
 tritonml's scatter and index reductions (tritonml/torch_ops/scatter.py, scatter_forms.py,
 scatter_groups.py) run, in eager code:
 
-- **checks**: one pass over the index, the ready reduction ``index_facts`` (a tritonml reduce
-  kernel, ``reduce_kernel``) over ``index.narrow(0, 0, L - 1)`` and ``index.narrow(0, 1, L - 1)``,
-  giving (min, max, descents); then ``torch.stack`` of the three and one synchronization
-  (``tolist``, not modeled: the host's wait). bincount runs the same on its ids;
+- **checks**: one pass over the index. A 1-D index (every case here but bincount: the GNN's
+  and the embedding's index is one line broadcast across the features) is read by
+  ``read_index_bounds`` (tritonml/kernels/index_bounds.py): one launch giving (min, max,
+  descents) and, where the index is sorted, its N + 1 int64 group boundaries, then one
+  synchronization. bincount's ids, whose number of groups the pass itself finds, are read by
+  the ready reduction ``index_facts`` (a tritonml reduce kernel, ``reduce_kernel``) over
+  ``index.narrow(0, 0, L - 1)`` and ``index.narrow(0, 1, L - 1)``, then ``torch.stack`` of the
+  three facts and one synchronization (the host's waits are not modeled);
 - for an unsorted index, the **sort**: the keys cast to int32 (``_to_copy``; the groups number
   fewer than 2**31) and a stable ``torch.sort``; then the **gather** of src into its order
   (``index_select``);
-- the **offsets**: ``arange`` of the N + 1 group numbers in the keys' dtype and ``searchsorted``
-  (int64 boundaries, the segment kernel's type);
+- the **offsets** of a sorted index come with the checks; an unsorted index's, after its sort:
+  ``arange`` of the N + 1 group numbers in the keys' dtype and ``searchsorted`` (int64
+  boundaries, the segment kernel's type);
 - the **kernel**: the segment kernel (one launch; torch_scatter's float mean is its AVERAGE with
   initial 0, the sum's state and bytes);
 - the **finish**: max's empty groups (the counts as the boundaries' diff, widened to int64,
@@ -27,6 +32,10 @@ scatter_groups.py) run, in eager code:
   the real calls at a small size: exactly for the torch ops and ``index_facts``, within a bound
   for the segment kernel (there ``counted`` is its ideal: src, the result, the boundaries once);
 - ``dram``: the bytes an H100 moves for it. The same as ``counted`` but where noted:
+  ``index_bounds_kernel`` reads the index's bytes once from DRAM (its view one element on, and
+  its binary searches of the tile for each group's boundary, from cache: the view is ``l2``,
+  the searches, of the tile just loaded, not counted) and writes the boundaries where the
+  index is sorted; its three facts are integer atomics, three per program.
   ``index_facts`` reads the index's bytes once from DRAM, its second view (one element on) hitting
   the sectors the first just brought into L2: that re-read, which the interpreter counts as a
   launch's ``reread_bytes`` (loads of bytes the launch had already loaded), is ``l2`` here, apart
@@ -40,7 +49,8 @@ scatter_groups.py) run, in eager code:
   histograms, then one pass per 8-bit digit, ``SORT_DIGIT_PASSES`` = 4, each reading and writing
   keys (4 B) and positions (8 B). ``searchsorted`` reads the whole sorted keys (its N + 1 binary
   searches touch every part of them, which L2 then holds);
-- ``seconds``: the segment kernel's and ``index_facts``' launches in the tuner's model
+- ``seconds``: ``index_bounds_kernel``, a streaming pass, as the torch ops below (its searches'
+  L1 latency not modeled); the segment kernel's and ``index_facts``' launches in the tuner's model
   (tritonml_autotune.cost, with the sm_90 registers of their tiles from
   autotune/tables/compiled.json; ``index_facts`` at the config the tuner chooses for it on an
   H100, its second view as L2 traffic), every other launch bandwidth-bound at the H100's
@@ -65,6 +75,7 @@ import torch
 from tritonml_autotune import compiled, cost, devices, model, select
 
 from ..core.layout import reduce_layout
+from ..launchers.index_bounds import bounds_config
 from ..launchers.reduce_with import fit_tile_to_state
 from ..records import ready_reductions
 from . import scatter_cases as C
@@ -81,6 +92,7 @@ SORT_DIGIT_PASSES = 4      # 32-bit keys, 8-bit digits (CUB onesweep)
 STATE_BYTES = {"SUM": 8, "AVERAGE": 8, "MAX": 4}
 SORT_PARTS = ("sort", "gather")
 FACTS_KERNEL = "reduce_kernel"        # the interpreter's name of index_facts' launch
+BOUNDS_KERNEL = "index_bounds_kernel"
 SEGMENT_KERNEL = "segment_kernel"
 
 
@@ -187,6 +199,19 @@ def check_steps(elements: int, device=devices.H100) -> list:
     return [kernel, _torch_step("checks", "aten.stack.default", facts, device=device)]
 
 
+def bounds_step(elements: int, groups: int, sorted_index: bool, device=devices.H100) -> Step:
+    """``read_index_bounds`` over an int64 index of ``elements`` into ``groups`` groups, at its
+    GPU config: the index read once, the N + 1 int64 boundaries written where it is sorted, three
+    int64 atomics a program; ``l2``: the view one element on. ``counted`` is the same (the
+    interpreter runs other programs: tests/bench/test_scatter_bytes.py checks each part)."""
+    e, i, b = elements, INDEX_BYTES, BOUNDARY_BYTES
+    block = bounds_config(e, "cuda")[0]
+    programs = -(-e // block)
+    dram = e * i + ((groups + 1) * b if sorted_index else 0) + 3 * i * programs
+    return Step("checks", BOUNDS_KERNEL, dram, dram,
+                model.launch_seconds(device, dram, device.sms), l2=(e - 1) * i)
+
+
 def sort_steps(elements: int, row_bytes: int, device=devices.H100) -> list:
     """The keys cast to int32, their stable sort (``SORT_DIGIT_PASSES`` radix passes over
     (int32 key, int64 position) pairs) and the gather of the ``row_bytes``-byte rows of src into
@@ -281,9 +306,12 @@ def steps(case: Case, counts: np.ndarray, device=devices.H100) -> list:
     row_bytes = s.width * VALUE_BYTES
     unsorted = case.form not in C.SORTED_FORMS
     sort = sort_steps(s.elements, row_bytes, device) if unsorted else []
-    keys = KEY_BYTES if unsorted else INDEX_BYTES
-    return (check_steps(s.elements, device) + sort
-            + offset_steps(s.elements, s.groups, keys, device)
+    if case.form == "bincount":   # the pass finds the number of groups: no boundaries
+        checks = check_steps(s.elements, device)
+    else:
+        checks = [bounds_step(s.elements, s.groups, not unsorted, device)]
+    offsets = offset_steps(s.elements, s.groups, KEY_BYTES, device) if unsorted else []
+    return (checks + sort + offsets
             + [kernel_step(counts, s.width, kernel_function(case), device)]
             + finish_steps(case, counts, device))
 

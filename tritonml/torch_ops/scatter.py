@@ -15,7 +15,9 @@ import torch
 from ..core import checks as _checks
 from ..core.dtypes import check_dtype, is_float
 from ..core import backend as _backend
-from .scatter_groups import Grouping, group, group_counts, reduce_groups
+from ..launchers.index_bounds import read_index_bounds
+from .scatter_groups import (Grouping, SortedLine, group, group_counts, reduce_groups,
+                             shared_index)
 from ..records import ready_reductions as _ready
 from .define import direct_call_allowed
 from .reduce_with import reduce_with
@@ -72,19 +74,32 @@ def read_index(index: torch.Tensor, along: int) -> tuple[int, int, int]:
 
 
 def index_facts(index: torch.Tensor, n: int, name: str = "index", *,
-                sorted_along: Optional[int] = None) -> bool:
+                sorted_along: Optional[int] = None) -> tuple[bool, Optional[SortedLine]]:
     """Check that every value of ``index`` is in [0, n) and tell whether it is non-decreasing
-    along ``sorted_along`` (False when not asked): ``read_index``, in eager code only
-    (``values_readable``). Under torch.compile, export and torch.func transforms nothing is
-    read, the values must be right, and the index is taken as unsorted."""
+    along ``sorted_along`` (False when not asked), in eager code only (``values_readable``).
+    Under torch.compile, export and torch.func transforms nothing is read, the values must be
+    right, and the index is taken as unsorted.
+
+    An index that is one 1-D line repeated across its other dims (``shared_index``) is read as
+    that line by ``read_index_bounds``, which also writes the line's group boundaries where it
+    is sorted: returned as a ``SortedLine`` for ``group``, which then reads the index no more.
+    Any other index is read by ``read_index``."""
     if index.numel() == 0 or not values_readable(index):
-        return False
+        return False, None
     along = sorted_along if sorted_along is not None else max(index.dim() - 1, 0)
-    lo, hi, descents = read_index(index, along)
+    line = shared_index(index, along) if index.dim() else None
+    offsets = None
+    if line is not None:
+        lo, hi, descents, offsets = read_index_bounds(
+            line, n if sorted_along is not None else None)
+    else:
+        lo, hi, descents = read_index(index, along)
     if lo < 0 or hi >= n:
         raise ValueError(f"{name}: every value must be in [0, {n}), found "
                          f"{lo if lo < 0 else hi}")
-    return sorted_along is not None and descents == 0
+    index_sorted = sorted_along is not None and descents == 0
+    return index_sorted, (SortedLine(line, offsets) if index_sorted and offsets is not None
+                          else None)
 
 
 def _check_out(out, input: torch.Tensor, values: torch.Tensor) -> None:
@@ -123,9 +138,10 @@ def divide(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
 
 
 def grouped_reduce(input: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor,
-                   reduce: str, include_self: bool, *, index_sorted: bool) -> torch.Tensor:
+                   reduce: str, include_self: bool, *, index_sorted: bool,
+                   bounds: Optional[SortedLine] = None) -> torch.Tensor:
     """torch.scatter_reduce's result, checked arguments given: ``index`` of src's shape (or
-    broadcast to it by stride 0), src narrowed to it already."""
+    broadcast to it by stride 0), src narrowed to it already; ``bounds`` as ``group``'s."""
     n = input.shape[dim]
     region = _box(input, src.shape, dim)
     if reduce in ("amax", "amin") and include_self and not direct_call_allowed(input,
@@ -135,7 +151,7 @@ def grouped_reduce(input: torch.Tensor, dim: int, index: torch.Tensor, src: torc
         grouping = group(src, dim, index, n, index_sorted=index_sorted, first=region)
         combined = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce]))
     else:
-        grouping = group(src, dim, index, n, index_sorted=index_sorted)
+        grouping = group(src, dim, index, n, index_sorted=index_sorted, bounds=bounds)
         reduced = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce]))
         combined = fold_in(reduce, region, reduced, grouping, include_self)
     if combined.shape == input.shape:
@@ -256,10 +272,10 @@ def _reduce_into(input, dim: int, index, spread, along: int, values, reduce: str
     if index.numel() == 0:
         result = input.clone()
     else:
-        sorted_index = index_facts(index, input.shape[dim], sorted_along=along)
+        sorted_index, bounds = index_facts(index, input.shape[dim], sorted_along=along)
         values = values[tuple(slice(0, size) for size in spread.shape)]
         result = grouped_reduce(input, dim, spread, values, reduce, include_self,
-                                index_sorted=sorted_index)
+                                index_sorted=sorted_index, bounds=bounds)
     return _written(result.reshape(()) if was_scalar else result, out)
 
 

@@ -64,15 +64,15 @@ def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> Groupin
         n = hi + 1
         if lo < 0:
             raise ValueError(f"index: every value must be in [0, {n}), found {lo}")
-        index_sorted = descents == 0
+        index_sorted, bounds = descents == 0, None
     else:
         n = dim_size if dim_size is not None else (int(index.max()) + 1 if index.numel() else 0)
-        index_sorted = index_facts(index, n, sorted_along=along)
+        index_sorted, bounds = index_facts(index, n, sorted_along=along)
     if sorted_promise and not index_sorted and readable:
         raise ValueError("index: segment_coo needs an index sorted (non-decreasing) along its "
                          "last dim; call tritonml.scatter for an unsorted one")
     spread = _broadcast(index, src, dim)
-    return group(src, dim, spread, n, index_sorted=index_sorted or sorted_promise)
+    return group(src, dim, spread, n, index_sorted=index_sorted or sorted_promise, bounds=bounds)
 
 
 def _finish(reduce: str, reduced: torch.Tensor, grouping: Grouping) -> torch.Tensor:

@@ -10,7 +10,9 @@ other dims, the same position in those) with ``index[..., j, ...] == g``. The al
    ``segment_coo``) skips it.
 2. **Permute.** ``src``'s elements are gathered into that order (``index_select``), and the
    group boundaries are found by a binary search of the sorted index for each group
-   (``searchsorted``): the segment offsets.
+   (``searchsorted``): the segment offsets. A 1-D index found sorted by the checks brings its
+   boundaries with it (``SortedLine``: the checks' one pass over the index wrote them,
+   tritonml/kernels/index_bounds.py), and nothing reads it again.
 3. **Reduce.** The segment kernel reduces every segment (tritonml/kernels/segment.py) in one
    launch, as ``torch.ops.tritonml.group_reduce``. Its order of association is fixed by each
    group's place in the sorted array and the kernel's config, never by timing (no atomics);
@@ -82,6 +84,22 @@ class Groups:
     def detached(self) -> "Groups":
         """The same groups of values that carry no gradient (for an index output)."""
         return Groups(self.values.detach(), self.offsets, self.order, self.axis)
+
+
+@dataclass(frozen=True)
+class SortedLine:
+    """A 1-D index (``line``) that the checks found non-decreasing, and the n + 1 int64 group
+    boundaries of its values that the same pass over it wrote (``offsets``)."""
+    line: torch.Tensor
+    offsets: torch.Tensor
+
+    def serves(self, line: torch.Tensor, n_groups: int) -> bool:
+        """Whether these are the boundaries of ``line`` (the same elements of the same tensor)
+        into ``n_groups`` groups."""
+        mine = self.line
+        return (line.data_ptr() == mine.data_ptr() and line.shape == mine.shape
+                and line.stride() == mine.stride() and line.dtype == mine.dtype
+                and line.device == mine.device and self.offsets.shape[0] == n_groups + 1)
 
 
 def _sorted(keys: torch.Tensor, n_groups: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -221,14 +239,19 @@ class Grouping:
 
 
 def group(src: torch.Tensor, dim: int, index: torch.Tensor, n: int, *, index_sorted: bool,
-          first: Optional[torch.Tensor] = None) -> Grouping:
+          first: Optional[torch.Tensor] = None,
+          bounds: Optional[SortedLine] = None) -> Grouping:
     """Group ``src`` along ``dim`` by ``index`` (src's shape, stride 0 across the other dims for a
     shared index) into ``n`` groups. ``index_sorted``: the index is non-decreasing along ``dim``
     (for a general index, within each position of the other dims). ``first``: a tensor of the
     result's shape whose entries go first into each group (torch's ``include_self`` where the
-    gradient must treat them as elements: ties of amax/amin)."""
+    gradient must treat them as elements: ties of amax/amin). ``bounds``: the boundaries the
+    checks found for a sorted 1-D index, used where they are this shared index's."""
     shape = tuple(src.shape)
     line = shared_index(index, dim)
+    if (line is not None and index_sorted and first is None and bounds is not None
+            and bounds.serves(line, n)):
+        return Grouping(Groups(src, bounds.offsets, None, dim), dim, n, shape, True)
     if line is not None:
         values, keys, keys_sorted = src, line, index_sorted
         if first is not None:

@@ -1,0 +1,56 @@
+"""The launcher of ``index_bounds_kernel`` (tritonml/kernels/index_bounds.py): a 1-D index's
+facts (least value, greatest, descents) and, where it is sorted, its group boundaries, in one
+read of the index and one synchronization.
+
+The results are integers, exact whatever the config: the config only sets how the work is cut
+(on a GPU, 1,024 positions a program, enough programs to fill every SM for any index worth a
+launch; in Triton's interpreter, which runs programs one after another, fewer and larger ones).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from tritonml_autotune.heuristics import next_pow2
+
+from ..kernels.index_bounds import FACT_DESCENTS, FACT_MAX, FACT_MIN, index_bounds_kernel
+from ..runtime import trace
+
+GPU_BLOCK = 1024
+GPU_WARPS = 8   # at 4 warps, ptxas gave one int32 specialization a stack frame on sm_90
+GPU_BLOCK_GROUPS = 128
+INTERPRETER_MAX_BLOCK = 1 << 14
+INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
+
+
+def bounds_config(length: int, device_type: str) -> tuple[int, int, int]:
+    """(BLOCK, BLOCK_GROUPS, num_warps) for an index of ``length`` on ``device_type``."""
+    if device_type == "cuda":
+        return GPU_BLOCK, GPU_BLOCK_GROUPS, GPU_WARPS
+    block = max(16, min(next_pow2(length), INTERPRETER_MAX_BLOCK))
+    return block, block, 4
+
+
+def read_index_bounds(keys: torch.Tensor, n_groups: Optional[int] = None
+                      ) -> tuple[int, int, int, Optional[torch.Tensor]]:
+    """(least, greatest, descents, boundaries) of ``keys``, a non-empty 1-D int32 or int64
+    tensor (any stride). ``boundaries``: with ``n_groups`` given and no descent, the
+    ``n_groups + 1`` int64 group boundaries of the sorted keys (boundary g: the first position
+    whose key is at least g; ``torch.searchsorted(keys, arange(n_groups + 1))``); else None.
+    Meaningful only where least >= 0 and greatest < n_groups, which the caller checks."""
+    if keys.dim() != 1 or keys.numel() == 0 or keys.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"keys: must be a non-empty 1-D int32 or int64 tensor, got "
+                         f"{keys.dtype} of shape {tuple(keys.shape)}")
+    length = keys.shape[0]
+    write = n_groups is not None
+    block, block_groups, warps = bounds_config(length, keys.device.type)
+    facts = torch.tensor([INT64_MAX, INT64_MIN, 0], dtype=torch.int64, device=keys.device)
+    offsets = torch.empty(n_groups + 1 if write else 1, dtype=torch.int64, device=keys.device)
+    trace.launch(index_bounds_kernel, (-(-length // block),), keys, length, keys.stride(0),
+                 facts, offsets, n_groups if write else 0, BLOCK=block,
+                 BLOCK_GROUPS=block_groups, SEARCH_STEPS=block.bit_length(),
+                 WRITE_OFFSETS=write, num_warps=warps)
+    read = facts.tolist()
+    least, greatest, descents = (read[k.value] for k in (FACT_MIN, FACT_MAX, FACT_DESCENTS))
+    return least, greatest, descents, offsets if write and descents == 0 else None
