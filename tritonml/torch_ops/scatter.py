@@ -98,8 +98,9 @@ def index_facts(index: torch.Tensor, n: int, name: str = "index", *,
         raise ValueError(f"{name}: every value must be in [0, {n}), found "
                          f"{lo if lo < 0 else hi}")
     index_sorted = sorted_along is not None and descents == 0
-    return index_sorted, (SortedLine(line, offsets) if index_sorted and offsets is not None
-                          else None)
+    if index_sorted and line is not None and offsets is not None:
+        return True, SortedLine(line, offsets)
+    return index_sorted, None
 
 
 def _check_out(out, input: torch.Tensor, values: torch.Tensor) -> None:
