@@ -99,6 +99,10 @@ GROUP_FUNCTIONS = (("SUM", None), ("MAX", None), ("MIN", None), ("MULTIPLY", Non
                    ("AVERAGE", 0.0), ("ARGMAX", None))
 
 
+# torch_scatter's min and max: an empty group's 0 written by the kernel, folded into no other
+GROUP_EMPTY = (("MAX", 0), ("MIN", 0))
+
+
 def group_launches() -> list:
     """The group reductions of the scatter ops on float32, every function they run, at each
     width."""
@@ -111,4 +115,8 @@ def group_launches() -> list:
                 lambda: S.segment_reduce_axis(x, record_of(name), offsets, axis,
                                               initial=initial),
                 dict(layout=layout, op=f"group {name}", dtype=str(x.dtype)))
+        for name, empty in GROUP_EMPTY:
+            descriptions += _record(
+                lambda: S.segment_reduce_axis(x, record_of(name), offsets, axis, empty=empty),
+                dict(layout=layout, op=f"group {name} empty", dtype=str(x.dtype)))
     return descriptions

@@ -91,6 +91,36 @@ def test_initial_is_refused_where_torch_has_none():
                               initial=torch.tensor(1.0))
 
 
+@pytest.mark.parametrize("config", ["default", "split", "chunks of 3"])
+@pytest.mark.parametrize("offsets", ["empty at both ends", "piles of empties", "random"])
+@pytest.mark.parametrize("function, dtype", [("MAX", torch.float32), ("MIN", torch.int16),
+                                             ("SUM", torch.float32), ("MULTIPLY", torch.int32),
+                                             ("AVERAGE", torch.float16), ("L2", torch.float32)],
+                         ids=str)
+def test_empty_is_the_empty_segments_value_alone(function, dtype, offsets, config):
+    # the other segments' folds do not see it, unlike initial's
+    x = _x((2, 61, 3), dtype, function, seed=5)
+    bounds = OFFSETS[offsets]
+    got = S.segment_reduce_axis(x, record_of(function), _offsets(bounds), 1, empty=3,
+                                config=CONFIGS[config])[0]
+    want = segment_oracle.segment_reduce_expected(x, function, bounds, 1).clone()
+    for segment, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+        if lo == hi:
+            want[:, segment] = 3
+    assert any(lo == hi for lo, hi in zip(bounds[:-1], bounds[1:])) or offsets == "random"
+    reduce_oracle.assert_matches(got, want, f"{function} {dtype} {offsets} empty=3")
+
+
+def test_empty_is_refused_with_initial_and_for_index_outputs():
+    ones, bounds = torch.ones(4), _offsets([0, 0, 4])
+    with pytest.raises(ValueError, match="empty: an empty segment's result is initial's"):
+        S.segment_reduce_axis(ones, record_of("MAX"), bounds, 0, initial=1.0, empty=0)
+    with pytest.raises(ValueError, match="empty: defined for the built-in functions with value"):
+        S.segment_reduce_axis(ones, record_of("ARGMAX"), bounds, 0, empty=0)
+    with pytest.raises(TypeError, match="empty: expected a Python int or float"):
+        S.segment_reduce_axis(ones, record_of("SUM"), bounds, 0, empty="0")
+
+
 @pytest.mark.parametrize("function", ["SUM", "MAX", "ARGMAX", "AVERAGE"])
 def test_an_empty_axis_gives_every_segment_its_empty_value(function):
     x = torch.empty(2, 0, 3)

@@ -135,3 +135,19 @@ def test_compile_fullgraph_and_export():
     assert "tritonml.group_reduce" in str(exported.graph)
     torch.testing.assert_close(exported.module()(input, src),
                                input.scatter_add(0, index, src))
+
+
+@pytest.mark.parametrize("function, initial, empty", [("MAX", None, 0), ("SUM", 1.5, None),
+                                                      ("AVERAGE", 0.0, None)])
+def test_the_group_reduce_op_passes_torchs_opcheck(function, initial, empty):
+    # schema, autograd registration, fake kernel and AOT dispatch of the op the functions call;
+    # ``empty`` (an empty group's value alone) as well as ``initial``
+    x = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
+    offsets = torch.tensor([0, 0, 2, 2, 6, 6])
+    torch.library.opcheck(torch.ops.tritonml.group_reduce.default,
+                          (x, offsets, function, 0, initial, empty))
+    got = torch.ops.tritonml.group_reduce(x.detach(), offsets, function, 0, initial, empty)
+    if empty is not None:   # the empty groups hold it, the others do not see it
+        assert got[[0, 2, 4]].eq(empty).all()
+        torch.testing.assert_close(got[1], x.detach()[0:2].amax(0))
+        torch.testing.assert_close(got[3], x.detach()[2:6].amax(0))

@@ -20,9 +20,8 @@ scatter_groups.py) run, in eager code:
   boundaries, the segment kernel's type);
 - the **kernel**: the segment kernel (one launch; torch_scatter's float mean is its AVERAGE with
   initial 0, the sum's state and bytes);
-- the **finish**: max's empty groups (the counts as the boundaries' diff, widened to int64,
-  ``== 0``, ``nonzero``, and ``index_fill_`` of the empty rows alone when there are any),
-  index_add's fold of input (``region + reduced``, no counts). A sum and a float mean have none.
+- the **finish**: index_add's fold of input (``region + reduced``, no counts). A sum, a float
+  mean and max have none (max's empty groups get torch_scatter's 0 from the kernel itself).
 
 ``steps(case, counts)`` lists each with
 
@@ -40,10 +39,8 @@ scatter_groups.py) run, in eager code:
   the sectors the first just brought into L2: that re-read, which the interpreter counts as a
   launch's ``reread_bytes`` (loads of bytes the launch had already loaded), is ``l2`` here, apart
   from ``dram``; on an H100 the kernel runs split (the tuner's choice: partial states written and
-  read back, ``reduce_split_last``), which adds those partials to its DRAM bytes. The boundaries'
-  diff (overlapping views) reads them once. ``index_fill_`` writes the empty rows alone (the
-  counter charges the whole tensor in and out); ``nonzero`` reads its mask twice (CUB's count,
-  then its select) and writes the k empty positions. **The sort's assumption**: torch's stable
+  read back, ``reduce_split_last``), which adds those partials to its DRAM bytes. **The sort's
+  assumption**: torch's stable
   sort of int32 keys on CUDA is CUB's onesweep radix sort of (key, int64 position) pairs over
   the keys' 32 bits: the positions written (an arange), one pass reading the keys for the digit
   histograms, then one pass per 8-bit digit, ``SORT_DIGIT_PASSES`` = 4, each reading and writing
@@ -57,7 +54,7 @@ scatter_groups.py) run, in eager code:
   ``copy_bandwidth_bytes_per_s`` (3.0e12 B/s, tritonml_autotune.devices: a measured large copy)
   with every SM busy, plus the launch overhead (4 us) each (``model.launch_seconds``). The sort's
   passes at copy bandwidth are a floor (a radix pass scatters its writes). The host's
-  synchronizations (after the checks, inside ``nonzero``) are not modeled.
+  synchronization after the checks is not modeled.
 
 Against the ideal: src, the index and the result each moved once (index_add's input read once
 too), in one launch at full bandwidth (``model.ideal_seconds``). The sort's share (the cast, the
@@ -85,7 +82,6 @@ INDEX_BYTES = 8            # the int64 index, the positions, the kernel's bounda
 KEY_BYTES = 4              # int32 sort keys (fewer than 2**31 groups)
 BOUNDARY_BYTES = 8         # searchsorted's int64 boundaries, the segment kernel's type
 VALUE_BYTES = 4            # float32 src, weights and results
-BOOL_BYTES = 1
 SORT_DIGIT_PASSES = 4      # 32-bit keys, 8-bit digits (CUB onesweep)
 # the segment kernel's state per value: float32 sums (and AVERAGE's) accumulate in float64,
 # maxima in float32
@@ -273,31 +269,12 @@ def kernel_function(case: Case) -> str:
 
 
 def finish_steps(case: Case, counts: np.ndarray, device=devices.H100) -> list:
-    """What follows the kernel: max's empty groups zeroed on their rows alone (``counts``: each
-    group's elements, so how many are empty), index_add's fold of input (no counts). A sum and a
-    float mean have none."""
-    n, w, i, v, b = case.sizes.groups, case.sizes.width, INDEX_BYTES, VALUE_BYTES, BOUNDARY_BYTES
-    out = n * w * v
+    """What follows the kernel: index_add's fold of input (no counts). A sum, a float mean and
+    max (its empty groups' 0 written by the kernel) have none."""
+    n, w, v = case.sizes.groups, case.sizes.width, VALUE_BYTES
     if case.form == "index_add":
-        return [_torch_step("finish", "aten.add.Tensor", 3 * out, device=device)]
-    if case.reduce != "max":
-        return []
-    empty = int(np.count_nonzero(np.asarray(counts) == 0))
-    steps = [
-        # counts = offsets[1:] - offsets[:-1] (the int64 boundaries): overlapping views, the
-        # boundaries read once
-        _torch_step("finish", "aten.sub.Tensor", 3 * n * b, (n + 1) * b + n * b, device=device),
-        _torch_step("finish", "aten.eq.Scalar", n * (i + BOOL_BYTES), device=device),
-        # CUB counts the mask's true entries, then selects them: the mask read twice, the k
-        # empty positions written (int64), two launches (the host's wait between not modeled)
-        _torch_step("finish", "aten.nonzero.default", n * BOOL_BYTES + empty * i,
-                    2 * n * BOOL_BYTES + empty * i, launches=2, device=device)]
-    if empty:
-        # memtrace charges the result in and out and the positions; the empty rows alone are
-        # written, after their positions are read
-        steps.append(_torch_step("finish", "aten.index_fill_.int_Scalar",
-                                 2 * out + empty * i, empty * (i + w * v), device=device))
-    return steps
+        return [_torch_step("finish", "aten.add.Tensor", 3 * n * w * v, device=device)]
+    return []
 
 
 def steps(case: Case, counts: np.ndarray, device=devices.H100) -> list:

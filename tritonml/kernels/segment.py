@@ -30,7 +30,9 @@ the chunk where a segment ends (reduce) or each chunk of it (scan) reads the tai
   traversal order: ``FINISH(state, count)``, count its length. Empty segments are written by the
   tile whose range (tile_start, tile_end] holds their boundary (tile 0 also owns those at 0):
   ``initial`` (HAS_INITIAL), the axis length (EMPTY_INDEX: an index output), else
-  ``FINISH(identity, 0)``. HAS_INITIAL folds ``initial`` into every segment first.
+  ``FINISH(identity, 0)``. FOLD_INITIAL (with HAS_INITIAL) folds ``initial`` into every segment
+  first; without it, ``initial`` is the empty segments' value alone (torch_scatter's 0 for an
+  empty group's max, written where the segments are found rather than by a pass after).
 - SCAN True: every element gets its segment's running state, inclusive or (EXCLUSIVE) the state
   before it, the identity at a segment's first element. A chunk that must wait for a carry first
   folds its last segment to publish its tail (``_fold_span``: the whole chunk only when one
@@ -177,7 +179,8 @@ def _chunk_walk(x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, 
                 SEG_SCAN: tl.constexpr, FINISH: tl.constexpr, LOAD_DTYPE: tl.constexpr,
                 IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, SCAN: tl.constexpr,
                 EXCLUSIVE: tl.constexpr, REVERSE: tl.constexpr,
-                HAS_INITIAL: tl.constexpr, EMPTY_INDEX: tl.constexpr, INDEX_64: tl.constexpr,
+                HAS_INITIAL: tl.constexpr, FOLD_INITIAL: tl.constexpr,
+                EMPTY_INDEX: tl.constexpr, INDEX_64: tl.constexpr,
                 BLOCK_AXIS: tl.constexpr, BOUNDARY_BLOCK: tl.constexpr,
                 BLOCK_INNER: tl.constexpr):
     """Walk the traversal's tiles ``first_step`` to ``end_step - 1`` from ``carry``, reading the
@@ -222,7 +225,7 @@ def _chunk_walk(x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, 
         else:
             counts = lengths[:, None]
             results = running
-            if HAS_INITIAL:
+            if FOLD_INITIAL:
                 results = MERGE(((tl.zeros([BLOCK_AXIS, BLOCK_INNER], STATE_DTYPE[0])
                                   + initial_value).to(STATE_DTYPE[0]),), results)
             outputs = FINISH(results, counts)
@@ -295,6 +298,7 @@ def segment_kernel(
     SEG_SCAN: tl.constexpr, FINISH: tl.constexpr, LOAD_DTYPE: tl.constexpr,
     IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, SCAN: tl.constexpr,
     EXCLUSIVE: tl.constexpr, REVERSE: tl.constexpr, HAS_INITIAL: tl.constexpr,
+    FOLD_INITIAL: tl.constexpr,
     EMPTY_INDEX: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr,
     BOUNDARY_BLOCK: tl.constexpr, BLOCK_INNER: tl.constexpr, WINDOW: tl.constexpr,
     FOLD_TILES: tl.constexpr, COMMUTATIVE: tl.constexpr, PTR_TUPLES: tl.constexpr,
@@ -391,6 +395,7 @@ def segment_kernel(
                         SEG_SCAN=SEG_SCAN, FINISH=FINISH, LOAD_DTYPE=LOAD_DTYPE,
                         IDENTITY=IDENTITY, STATE_DTYPE=STATE_DTYPE, SCAN=SCAN,
                         EXCLUSIVE=EXCLUSIVE, REVERSE=REVERSE, HAS_INITIAL=HAS_INITIAL,
+                        FOLD_INITIAL=FOLD_INITIAL,
                         EMPTY_INDEX=EMPTY_INDEX, INDEX_64=INDEX_64, BLOCK_AXIS=BLOCK_AXIS,
                         BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER)
     elif inside:
@@ -414,6 +419,7 @@ def segment_kernel(
             PREPARE=PREPARE, MERGE=MERGE, SEG_COMBINE=SEG_COMBINE, SEG_SCAN=SEG_SCAN,
             FINISH=FINISH, LOAD_DTYPE=LOAD_DTYPE, IDENTITY=IDENTITY, STATE_DTYPE=STATE_DTYPE,
             SCAN=SCAN, EXCLUSIVE=EXCLUSIVE, REVERSE=REVERSE, HAS_INITIAL=HAS_INITIAL,
+            FOLD_INITIAL=FOLD_INITIAL,
             EMPTY_INDEX=EMPTY_INDEX, INDEX_64=INDEX_64, BLOCK_AXIS=BLOCK_AXIS,
             BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER)
         if chunk != n_chunks - 1:
@@ -428,7 +434,7 @@ def segment_kernel(
                                     STATE_DTYPE=STATE_DTYPE, WINDOW=WINDOW,
                                     BLOCK_INNER=BLOCK_INNER)
                 results = MERGE(carry, open_state)
-                if HAS_INITIAL:
+                if FOLD_INITIAL:
                     results = MERGE(((tl.zeros([1, BLOCK_INNER], STATE_DTYPE[0])
                                       + initial_value).to(STATE_DTYPE[0]),), results)
                 outputs = FINISH(results, open_count)

@@ -186,7 +186,7 @@ def _layout_args(shape, axis: int, x_strides: tuple, out_strides: tuple) -> tupl
 def _segment_work(shape: tuple, out_shape: tuple, axis: int, x_strides: tuple,
                   out_strides: tuple, n_segments: int, device, *, prepare, merge, finish,
                   load_dtypes: tuple, state_dtypes: tuple, identity: tuple, scan: bool,
-                  exclusive: bool = False, reverse: bool = False, initial=None,
+                  exclusive: bool = False, reverse: bool = False, initial=None, empty=None,
                   empty_index: bool = False, commutative: bool = True, along=None,
                   config: Optional[SegmentConfig] = None) -> _steps.Work:
     """The launch of the segment kernel over inputs of ``shape`` and ``x_strides`` (one per
@@ -195,7 +195,8 @@ def _segment_work(shape: tuple, out_shape: tuple, axis: int, x_strides: tuple,
     segment's elements in any fixed order (the reductions, whose merges the reduce kernels fold in
     a tree, and the sum and product scans), not only in traversal order (a user's combine);
     ``along(state, merge)`` then folds a tile's rows (a reduction's own, as the reduce kernels
-    use it; ``merge_along`` where None).
+    use it; ``merge_along`` where None). ``initial`` starts every segment's fold and is an empty
+    segment's result; ``empty`` (instead) is an empty segment's result alone.
 
     Tensor slots (``Work.run(x=xs, out=outs, offsets=offsets)``): ``x`` and ``out``, one per
     input and output, ``offsets``; the workspaces ``status`` (the look-back's status words) and
@@ -228,7 +229,8 @@ def _segment_work(shape: tuple, out_shape: tuple, axis: int, x_strides: tuple,
                 FINISH=finish, LOAD_DTYPE=tuple(TL_DTYPE[d] for d in load_dtypes),
                 IDENTITY=tuple(identity), STATE_DTYPE=tuple(TL_DTYPE[d] for d in state_dtypes),
                 SCAN=scan, EXCLUSIVE=exclusive, REVERSE=reverse,
-                HAS_INITIAL=initial is not None, EMPTY_INDEX=empty_index, INDEX_64=index_64,
+                HAS_INITIAL=initial is not None or empty is not None,
+                FOLD_INITIAL=initial is not None, EMPTY_INDEX=empty_index, INDEX_64=index_64,
                 BLOCK_AXIS=block_axis, BOUNDARY_BLOCK=config.boundary_block,
                 BLOCK_INNER=block_inner, WINDOW=config.window, FOLD_TILES=config.fold_tiles,
                 COMMUTATIVE=commutative,
@@ -243,7 +245,8 @@ def _segment_work(shape: tuple, out_shape: tuple, axis: int, x_strides: tuple,
                     for s, d in zip(tail_spaces, state_dtypes)))
     if not meta["PTR_TUPLES"]:   # one pointer each: plain tensors
         x, out, tail_spaces = x[0], out[0], tail_spaces[0]
-    tail = (*args, n_segments, config.chunk_tiles, initial if initial is not None else 0)
+    given = initial if initial is not None else empty
+    tail = (*args, n_segments, config.chunk_tiles, given if given is not None else 0)
     step = _steps.step(segment_kernel, (programs,),
                        (x, out, _steps.Slot("offsets"), status, tail_spaces), tail, meta)
     return _steps.Work(workspaces, (step,))
@@ -295,18 +298,21 @@ class _SegmentPlan:
 
 def segment_reduce_axis(xs, reduction: Reduction, offsets: torch.Tensor, axis: int, *,
                         initial=None, keepdims: bool = False,
-                        config: Optional[SegmentConfig] = None) -> tuple:
+                        config: Optional[SegmentConfig] = None, empty=None) -> tuple:
     """Segmented reduction of the tensor(s) ``xs`` (``reduction.inputs`` of them) with a
     ``Reduction`` (a built-in ``ReduceRecord`` or a user's); returns a tuple of outputs.
     ``offsets``: the boundaries, a 1-D integer tensor on x's device (their values unchecked:
-    ``segment_offsets`` checks them)."""
+    ``segment_offsets`` checks them). ``empty`` (a Python number, not with ``initial``): the
+    result of an empty segment, written by the kernel as it finds the segments; the others'
+    folds do not see it (torch_scatter's 0 for an empty group's max)."""
     public = _scan_checks.take_prechecked(xs, offsets)
     key = None
     tensors = (xs,) if isinstance(xs, torch.Tensor) else xs
     if config is None and isinstance(reduction, Reduction) and isinstance(tensors, (tuple, list)):
-        key = _key("segment_reduce", reduction, (*tensors, offsets), (axis, keepdims, initial))
+        key = _key("segment_reduce", reduction, (*tensors, offsets),
+                   (axis, keepdims, initial, empty))
     plan, _ = _plan.lookup(key, lambda: _plan_reduce(xs, reduction, offsets, axis, initial,
-                                                     keepdims, config, public))
+                                                     keepdims, config, public, empty))
     xs = (xs,) if isinstance(xs, torch.Tensor) else tuple(xs)
     outs = tuple(torch.empty(plan.out_shape, dtype=d, device=xs[0].device)
                  for d in plan.out_dtypes)
@@ -319,7 +325,7 @@ def segment_reduce_axis(xs, reduction: Reduction, offsets: torch.Tensor, axis: i
 
 
 def _plan_reduce(xs, reduction, offsets, axis, initial, keepdims, config,
-                 public: bool) -> _SegmentPlan:
+                 public: bool, empty=None) -> _SegmentPlan:
     """``public``: the public function has checked all but ``reduction`` and ``config``
     (``prechecked``, the module docstring)."""
     # --- validate (nothing is launched or written before every check has passed) ---
@@ -349,6 +355,16 @@ def _plan_reduce(xs, reduction, offsets, axis, initial, keepdims, config,
             if type(initial) not in (int, float):
                 raise TypeError(f"initial: expected a Python int or float, got "
                                 f"{type(initial).__name__}")
+    if empty is not None:   # (the public functions never pass it: checked whoever calls)
+        if initial is not None:
+            raise ValueError("empty: an empty segment's result is initial's when initial is "
+                             "given; pass one of them")
+        if record is None or record.returns_index:
+            raise ValueError(f"empty: defined for the built-in functions with value outputs, "
+                             f"not {reduction.name}")
+        if type(empty) not in (int, float):
+            raise TypeError(f"empty: expected a Python int or float, got "
+                            f"{type(empty).__name__}")
     config = _config(config)
 
     # --- the outputs and the launch ---
@@ -365,7 +381,7 @@ def _plan_reduce(xs, reduction, offsets, axis, initial, keepdims, config,
                              finish=reduction.finish,
                              load_dtypes=tuple(TORCH_DTYPE[d] for d in load),
                              state_dtypes=tuple(TORCH_DTYPE[d] for d in state),
-                             identity=identity, scan=False, initial=initial,
+                             identity=identity, scan=False, initial=initial, empty=empty,
                              empty_index=record is not None and record.returns_index,
                              along=reduction.along, config=config)
     return _SegmentPlan(axis, out_shape, out_dtypes, (), None, work)

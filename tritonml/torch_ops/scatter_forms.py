@@ -18,7 +18,6 @@ from ..core import checks as _checks
 from .scatter import (check_index, check_reduce, check_values_tensor, divide, index_facts,
                       read_index)
 from .scatter_groups import Grouping, group, reduce_groups
-from .define import direct_call_allowed
 from .segment import values_readable
 
 # torch_scatter's reduce names -> the segment reduction of the groups
@@ -77,24 +76,16 @@ def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> Groupin
 
 def _finish(reduce: str, reduced: torch.Tensor, grouping: Grouping) -> torch.Tensor:
     """torch_scatter's value for each group from the segment reduction: an integer mean's floor
-    division by the count taken as at least 1, an empty group's min/max 0."""
+    division by the count taken as at least 1 (an empty group's min/max 0 is the kernel's,
+    ``EMPTY``)."""
     if reduce == "mean" and not reduced.dtype.is_floating_point:
         return divide(reduced, grouping.counts().clamp(min=1))
-    if reduce in ("min", "max"):
-        return _zero_empty(reduced, grouping)
     return reduced
 
 
-def _zero_empty(reduced: torch.Tensor, grouping: Grouping) -> torch.Tensor:
-    """0 for the empty groups: in eager code on their rows alone (a pass over the counts, one
-    synchronization, then a write of the empty rows, where a select would read and write all of
-    the result); under tracing, a select."""
-    if grouping.shared and direct_call_allowed(reduced):
-        empty = torch.nonzero(grouping.groups.counts() == 0).flatten()
-        if empty.numel():
-            reduced.index_fill_(grouping.dim, empty, 0)
-        return reduced
-    return torch.where(grouping.counts() > 0, reduced, torch.zeros_like(reduced))
+# torch_scatter's result of an empty group where the segment reduction's own differs: min and
+# max give 0, written by the kernel (not folded into the other groups)
+EMPTY = {"min": 0, "max": 0}
 
 
 def _reduce(src, index, dim, dim_size, reduce, *, sorted_promise: bool) -> torch.Tensor:
@@ -103,15 +94,16 @@ def _reduce(src, index, dim, dim_size, reduce, *, sorted_promise: bool) -> torch
     if reduce == "mean" and src.dtype.is_floating_point:
         # each group's sum over its count in the kernel, an empty group's 0 its initial
         return grouping.result(reduce_groups(grouping.groups, "AVERAGE", 0.0))
-    reduced = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce]))
+    reduced = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce],
+                                            empty=EMPTY.get(reduce)))
     return _finish(reduce, reduced, grouping)
 
 
 def _with_arg(src, index, dim, dim_size, extreme: str, *, sorted_promise: bool
               ) -> Tuple[torch.Tensor, torch.Tensor]:
     grouping = _grouped(src, index, dim, dim_size, sorted_promise=sorted_promise)
-    values = _finish(extreme, grouping.result(
-        reduce_groups(grouping.groups, REDUCE_FUNCTIONS[extreme])), grouping)
+    values = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[extreme],
+                                           empty=EMPTY[extreme]))
     positions = grouping.result(reduce_groups(grouping.groups.detached(),
                                               _ARG_FUNCTIONS[extreme]))
     return values, grouping.source_positions(positions)

@@ -137,21 +137,25 @@ def group_counts(keys: torch.Tensor, n_groups: int, keys_sorted: bool) -> torch.
     return offsets[1:] - offsets[:-1]
 
 
-def _reduce_fixed(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int, initial):
+def _reduce_fixed(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int, initial,
+                  empty=None):
     with devices.targeting(GROUP_TARGET):
-        return segment_reduce_axis(x, record_of(function), offsets, axis, initial=initial)[0]
+        return segment_reduce_axis(x, record_of(function), offsets, axis, initial=initial,
+                                   empty=empty)[0]
 
 
 @define("group_reduce", opaque=True)
 def group_reduce_op(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int,
-                    initial: Optional[Union[int, float, bool]]) -> torch.Tensor:
+                    initial: Optional[Union[int, float, bool]],
+                    empty: Optional[Union[int, float, bool]]) -> torch.Tensor:
     """``segment_reduce(x, offsets, function, axis, initial)`` at the config of
-    ``GROUP_TARGET`` on every device."""
-    return _reduce_fixed(x, offsets, function, axis, initial)
+    ``GROUP_TARGET`` on every device; ``empty``: an empty group's result alone (not with
+    ``initial``)."""
+    return _reduce_fixed(x, offsets, function, axis, initial, empty)
 
 
 @group_reduce_op.register_fake
-def _fake_group_reduce(x, offsets, function, axis, initial):
+def _fake_group_reduce(x, offsets, function, axis, initial, empty):
     axis = _checks.normalize_axis(axis, x.dim())
     shape = list(x.shape)
     shape[axis] = offsets.shape[0] - 1
@@ -160,8 +164,9 @@ def _fake_group_reduce(x, offsets, function, axis, initial):
 
 
 def _setup(ctx, inputs, output):
-    # the segment reduction's derivative rules, which read these
-    x, offsets, function, axis, initial = inputs
+    # the segment reduction's derivative rules, which read these (``empty`` is no element's:
+    # it changes no derivative)
+    x, offsets, function, axis, initial, _ = inputs
     ctx.function, ctx.axis = function, _checks.normalize_axis(axis, x.dim())
     ctx.keepdims, ctx.initial = False, initial
     ctx.save_for_backward(x, offsets, output)
@@ -169,7 +174,7 @@ def _setup(ctx, inputs, output):
 
 
 def _backward(ctx, grad):
-    return _reduce_backward(ctx, grad)[:5]
+    return (*_reduce_backward(ctx, grad)[:5], None)
 
 
 group_reduce_op.register_vmap(_vmap_rule(group_reduce_op))
@@ -177,15 +182,16 @@ differentiable_group_reduce = differentiable(group_reduce_op, _setup, _backward,
                                              jvp=_reduce_jvp)
 
 
-def reduce_groups(groups: Groups, function: str, initial=None) -> torch.Tensor:
+def reduce_groups(groups: Groups, function: str, initial=None, *, empty=None) -> torch.Tensor:
     """Each group's ``function`` (a ReduceFunction name; ``initial`` as segment_reduce's: an
-    empty group's value, AVERAGE's too) by the segment kernel, along the axis: the boundaries
-    were made here, so none of them is checked again."""
+    empty group's value, AVERAGE's too; ``empty`` instead: an empty group's value alone) by the
+    segment kernel, along the axis: the boundaries were made here, so none of them is checked
+    again."""
     x, offsets = groups.values, groups.offsets
     with prechecked(x, offsets):
         if direct_call_allowed(x, inputs=(offsets,)):
-            return _reduce_fixed(x, offsets, function, groups.axis, initial)
-        return differentiable_group_reduce(x, offsets, function, groups.axis, initial)
+            return _reduce_fixed(x, offsets, function, groups.axis, initial, empty)
+        return differentiable_group_reduce(x, offsets, function, groups.axis, initial, empty)
 
 
 @dataclass(frozen=True)
