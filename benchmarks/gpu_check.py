@@ -11,7 +11,8 @@ result is compared with the independent oracles the tests share (``benchmarks/sc
 ``tritonml.bench.tolerances``), outputs are poisoned first so an unwritten element fails, and each
 case runs twice to check the bits are deterministic. ``--ops`` picks the checks: ``scan`` and
 ``reduce`` (here), ``segment`` and ``dsl`` (the segmented ops and the kernel DSL's tuple states,
-``benchmarks/gpu_check_segments.py``) and ``stress`` (thousands of back-to-back launches on one
+``benchmarks/gpu_check_segments.py``), ``scatter`` (the deterministic scatter and index
+reductions, ``benchmarks/gpu_check_scatter.py``) and ``stress`` (thousands of back-to-back launches on one
 resident workspace, two streams, CUDA graph replays, offsets past 2**31, torch.compile and
 routing on CUDA, ``benchmarks/gpu_check_stress.py``). Without CUDA (or with ``--dry-run``) the
 same sweep runs on CPU tensors through the interpreter with tiny shapes; what needs CUDA is
@@ -161,7 +162,7 @@ def check_reductions(dtype, device, shapes, failures, counts):
                     print("FAIL", failures[-1], flush=True)
 
 
-OPS = ("scan", "reduce", "segment", "dsl", "stress")
+OPS = ("scan", "reduce", "segment", "dsl", "stress", "scatter")
 
 
 def main(argv=None) -> int:
@@ -181,7 +182,7 @@ def main(argv=None) -> int:
         parser.error(f"--ops: unknown {', '.join(unknown)}; choose from {', '.join(OPS)}")
     from tritonml_autotune import engine
 
-    from . import gpu_check_segments, gpu_check_stress
+    from . import gpu_check_scatter, gpu_check_segments, gpu_check_stress
     engine.set_timing(True if args.autotune else False)
     gpu = torch.cuda.is_available() and not args.dry_run
     device = "cuda" if gpu else "cpu"
@@ -199,6 +200,8 @@ def main(argv=None) -> int:
             gpu_check_segments.check_segments(dtype, device, gpu, failures, counts)
         if "dsl" in ops:
             gpu_check_segments.check_dsl(dtype, device, gpu, failures, counts)
+        if "scatter" in ops:
+            gpu_check_scatter.check_scatter(dtype, device, gpu, failures, counts)
         if "stress" in ops:
             gpu_check_stress.check_stress(dtype, device, gpu, failures, counts, skipped)
             if gpu_check_stress.hung_in() is not None:

@@ -16,9 +16,9 @@
 #                                                               -> scatter/ (CSV, JSON, PNG)
 #   host      warm per-call host time                           -> host_overhead.txt
 # and two that save device minutes:
-#   checks    stress, dense and segments at once, one process per check and dtype (their first
-#             launches compile for minutes on one core each; the machine has 16)
-#                                                               -> check_*.txt, checks.txt
+#   checks    stress, dense, segments and the scatter ops' checks at once, one process per check
+#             and dtype (their first launches compile for minutes on one core each; the machine
+#             has 16)                                           -> check_*.txt, checks.txt
 #   all       env, checks, then host and bench in the time left, timing only if every check
 #             passed (TIME_ANYWAY=1 times regardless)           -> all of the above
 #
@@ -59,6 +59,8 @@ run_checks() {
     names+=("dense_$d"); pids+=($!)
     check "$limit" segment,dsl "$d" "segments_$d" &
     names+=("segments_$d"); pids+=($!)
+    check "$limit" scatter "$d" "scatter_$d" &
+    names+=("scatter_$d"); pids+=($!)
   done
   : > "$OUT/checks.txt"
   for i in "${!pids[@]}"; do

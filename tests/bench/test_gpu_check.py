@@ -1,6 +1,7 @@
 """benchmarks/gpu_check.py's sweep, dry-run on CPU tensors through the interpreter: the checks a GPU
-session runs (the segmented ops, the DSL's tuple states, the stress checks) pass here at tiny
-shapes, and a wrong ``--ops`` is refused. (What it checks on a GPU is only checked there.)"""
+session runs (the segmented ops, the DSL's tuple states, the scatter ops, the stress checks)
+pass here at tiny shapes, and a wrong ``--ops`` is refused. (What it checks on a GPU is only
+checked there.)"""
 import pathlib
 import subprocess
 import sys
@@ -14,9 +15,10 @@ from tests.timing import limit
 SESSION_SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_session.sh"
 
 
-def test_the_segment_dsl_and_stress_checks_pass_their_dry_run(capsys):
+def test_the_segment_dsl_scatter_and_stress_checks_pass_their_dry_run(capsys):
     assert gpu_check.main(["--dry-run", "--dtypes", "int32", "--ops", "segment,stress"]) == 0
     assert gpu_check.main(["--dry-run", "--dtypes", "bfloat16", "--ops", "dsl"]) == 0
+    assert gpu_check.main(["--dry-run", "--dtypes", "float16,int8", "--ops", "scatter"]) == 0
     printed = capsys.readouterr().out
     assert "0 failed" in printed and "FAIL" not in printed
     assert "SKIPPED two_streams int32: needs CUDA" in printed
@@ -96,10 +98,12 @@ def test_the_whole_session_runs_every_check_at_once_and_times_only_if_all_pass(t
         "-m benchmarks.gpu_check --ops stress --dtypes float32,int32",
         "-m benchmarks.gpu_check --ops scan,reduce --dtypes float32",
         "-m benchmarks.gpu_check --ops segment,dsl --dtypes float32",
+        "-m benchmarks.gpu_check --ops scatter --dtypes float32",
         "-m benchmarks.gpu_check --ops scan,reduce --dtypes int8",
-        "-m benchmarks.gpu_check --ops segment,dsl --dtypes int8"])
+        "-m benchmarks.gpu_check --ops segment,dsl --dtypes int8",
+        "-m benchmarks.gpu_check --ops scatter --dtypes int8"])
     summary = (out / "checks.txt").read_text().splitlines()
-    assert len(summary) == 5, summary
+    assert len(summary) == 7, summary
     timed = [c for c in calls if "host_overhead" in c or "bench" in c.split()[2:3]]
     if failing == "segment":
         assert done.returncode == 1, done.stderr

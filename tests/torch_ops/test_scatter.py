@@ -243,3 +243,23 @@ def test_bincount_checks():
         tritonml.bincount(torch.tensor([1, 2]), torch.ones(3))
     with pytest.raises(ValueError, match="minlength: must be a non-negative int"):
         tritonml.bincount(torch.tensor([1]), minlength=-1)
+
+
+@pytest.mark.parametrize("include_self", [False, True])
+def test_an_integer_mean_counts_in_the_dtype_as_torch_does(include_self):
+    # torch counts in input's dtype (include_self: one more for input's own element) and takes a
+    # count of 0 as 1: an int8 group of 256 (255 with input's) counts 0, then 1, not a division
+    # by zero; one of 200 counts -56
+    sizes = [256 - include_self, 200, 5]
+    index = torch.cat([torch.full((n,), g) for g, n in enumerate(sizes)])
+    src_np = np.random.default_rng(6).integers(-9, 10, index.shape[0])
+    input_np = np.array([7, -3, 2, 11])
+    got = tritonml.scatter_reduce(torch.from_numpy(input_np).to(torch.int8), 0, index,
+                                  torch.from_numpy(src_np).to(torch.int8), "mean",
+                                  include_self=include_self)
+    for group, n in enumerate(sizes):
+        total = src_np[index.numpy() == group].sum() + (input_np[group] if include_self else 0)
+        count = int(np.array(n + include_self).astype(np.int8))
+        want = np.floor_divide(int(np.array(total).astype(np.int8)), count if count else 1)
+        assert int(got[group]) == np.array(want).astype(np.int8), (group, n)
+    assert int(got[3]) == input_np[3]

@@ -111,3 +111,22 @@ def test_empty_src_and_groups():
     np.testing.assert_array_equal(
         tritonml.scatter(torch.tensor([2.0, 4.0]), torch.tensor([3, 3]), 0, dim_size=5,
                          reduce="mul").numpy(), [1, 1, 1, 8, 1])
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8])
+def test_an_integer_mean_counts_in_the_dtype_as_torch_scatter_does(dtype):
+    # torch_scatter counts a group's elements as a sum of ones in src's dtype, so an int8 count
+    # of 200 wraps to -56 and one of 300 to 44; a count below 1 is taken as 1; the sum wraps too
+    sizes = [200, 300, 256, 3, 0]
+    index = torch.cat([torch.full((n,), g) for g, n in enumerate(sizes)])
+    rng = np.random.default_rng(4)
+    src_np = rng.integers(0, 100, index.shape[0])
+    got = tritonml.scatter(torch.from_numpy(src_np).to(dtype), index, dim=0,
+                           dim_size=len(sizes), reduce="mean")
+    bits = np.dtype(str(dtype).replace("torch.", ""))
+    for group, n in enumerate(sizes):
+        total = np.array(src_np[index.numpy() == group].sum()).astype(bits)   # wraps
+        count = np.array(n).astype(bits)
+        count = count if count >= 1 else 1
+        want = np.floor_divide(int(total), int(count))
+        assert int(got[group]) == np.array(want).astype(bits), (group, n)

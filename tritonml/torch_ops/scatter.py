@@ -130,11 +130,17 @@ def _box(t: torch.Tensor, sizes, dim: int) -> torch.Tensor:
     return t
 
 
-def divide(total: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
-    """A mean as torch takes it: the count in the total's dtype; integers rounded down."""
+def divide(total: torch.Tensor, count: torch.Tensor, *,
+           count_below_one: bool = False) -> torch.Tensor:
+    """A mean as torch takes it: the count in the total's dtype (wrapping there, as torch's own
+    count, a sum of ones in that dtype, does), integers rounded down. An integer count that is
+    0 in the dtype is taken as 1 (torch's rule); with ``count_below_one``, any below 1, a
+    wrapped negative one included (torch_scatter's)."""
     count = count.to(total.dtype)
     if is_float(total.dtype):
         return total / count
+    small = count < 1 if count_below_one else count == 0
+    count = torch.where(small, torch.ones_like(count), count)
     return torch.div(total, count, rounding_mode="floor")
 
 
@@ -172,7 +178,7 @@ def fold_in(reduce: str, region: torch.Tensor, reduced: torch.Tensor, grouping: 
     if reduce == "mean":
         if include_self:
             return divide(region + reduced, counts + 1)
-        return torch.where(counts > 0, divide(reduced, counts.clamp(min=1)), region)
+        return torch.where(counts > 0, divide(reduced, counts), region)
     if not include_self:
         return torch.where(counts > 0, reduced, region)
     return (torch.maximum if reduce == "amax" else torch.minimum)(region, reduced)

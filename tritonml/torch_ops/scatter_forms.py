@@ -76,10 +76,10 @@ def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> Groupin
 
 def _finish(reduce: str, reduced: torch.Tensor, grouping: Grouping) -> torch.Tensor:
     """torch_scatter's value for each group from the segment reduction: an integer mean's floor
-    division by the count taken as at least 1 (an empty group's min/max 0 is the kernel's,
-    ``EMPTY``)."""
+    division by the count in the dtype, taken as 1 where that is below 1 (an empty group's
+    min/max 0 is the kernel's, ``EMPTY``)."""
     if reduce == "mean" and not reduced.dtype.is_floating_point:
-        return divide(reduced, grouping.counts().clamp(min=1))
+        return divide(reduced, grouping.counts(), count_below_one=True)
     return reduced
 
 
