@@ -52,18 +52,32 @@ def test_each_run_of_a_case_poisons_its_allocations_with_its_own_byte():
             S._same_bits(first, again)
 
 
+def _packed(out: pathlib.Path, cut_off: bool = False) -> dict:
+    """The files of ``out/results.tar.gz`` by name, their text; ``out`` holds it and summary.md
+    alone (a device run brings back 8 files at most), and, ``cut_off`` in the middle of a pack,
+    the hidden file that pack was writing."""
+    import tarfile
+    names = sorted(p.name for p in out.iterdir() if not (cut_off and p.name.startswith(".")))
+    assert names == ["results.tar.gz", "summary.md"]
+    with tarfile.open(out / "results.tar.gz") as archive:
+        return {member.name.removeprefix("./"): archive.extractfile(member).read().decode()
+                for member in archive.getmembers() if member.isfile()}
+
+
 def test_the_gpu_session_script_runs_a_phase_and_refuses_an_unknown_one(tmp_path):
     script = SESSION_SCRIPT
     env = {"PATH": "/usr/bin:/bin", "OUT": str(tmp_path), "PYTHON": sys.executable}
     done = subprocess.run(["bash", str(script), "env"], env=env, capture_output=True, text=True,
                           timeout=limit(300))
-    written = (tmp_path / "env.txt").read_text()
+    assert done.returncode == 0, done.stderr
+    written = _packed(tmp_path)["env.txt"]
     assert f"triton: {__import__('triton').__version__}" in written, written
     assert f"torch: {torch.__version__}" in written, written
+    summary = (tmp_path / "summary.md").read_text()
+    assert "## Machine" in summary and f"triton {__import__('triton').__version__}" in summary
     refused = subprocess.run(["bash", str(script), "sort"], env=env, capture_output=True,
                              text=True, timeout=limit(60))
     assert refused.returncode == 2 and "unknown phase 'sort'" in refused.stderr
-    assert done.returncode == 0, done.stderr
     assert not (script.parents[1] / "tritonml_autotune").exists()  # nothing left in the checkout
 
 
@@ -85,10 +99,10 @@ def _fake_python(tmp_path, failing: str):
 @pytest.mark.parametrize("failing", ["segment", "NO-SUCH-CALL"])
 def test_the_whole_session_runs_every_check_at_once_and_times_only_if_all_pass(tmp_path, failing):
     script = SESSION_SCRIPT
-    out = tmp_path / "out"
+    out, work = tmp_path / "out", tmp_path / "work"
     out.mkdir()
     fake, log = _fake_python(tmp_path, failing)
-    env = {"PATH": "/usr/bin:/bin", "OUT": str(out), "PYTHON": str(fake),
+    env = {"PATH": "/usr/bin:/bin", "OUT": str(out), "WORK": str(work), "PYTHON": str(fake),
            "DTYPES": "float32,int8"}
     done = subprocess.run(["bash", str(script), "all"], env=env, capture_output=True, text=True,
                           timeout=limit(120))
@@ -102,16 +116,53 @@ def test_the_whole_session_runs_every_check_at_once_and_times_only_if_all_pass(t
         "-m benchmarks.gpu_check --ops scan,reduce --dtypes int8",
         "-m benchmarks.gpu_check --ops segment,dsl --dtypes int8",
         "-m benchmarks.gpu_check --ops scatter --dtypes int8"])
-    summary = (out / "checks.txt").read_text().splitlines()
+    summary = (work / "checks.txt").read_text().splitlines()
     assert len(summary) == 7, summary
+    packed = _packed(out)
+    assert packed["checks.txt"].splitlines() == summary
+    assert all(line in (out / "summary.md").read_text() for line in summary)
     timed = [c for c in calls if "host_overhead" in c or "bench" in c.split()[2:3]]
     if failing == "segment":
         assert done.returncode == 1, done.stderr
         assert sum(" exit   1 " in line for line in summary) == 2, summary
         assert "nothing timed" in done.stderr
-        assert timed == [] and not (out / "host_overhead.txt").exists()
+        assert timed == [] and not (work / "host_overhead.txt").exists()
     else:
         assert done.returncode == 0, done.stderr
         assert all(" exit   0 " in line for line in summary), summary
         assert "-m benchmarks.host_overhead" in calls
-        assert f"-m tritonml_cli bench --no-compile --output {out}/bench" in calls
+        assert f"-m tritonml_cli bench --no-compile --output {work}/bench" in calls
+
+
+def test_a_session_cut_off_at_its_limit_still_returns_what_it_had(tmp_path):
+    # the device kills a command at its limit: no exit trap runs; the archive packed while the
+    # phase ran is what comes back
+    import os
+    import signal
+    import time
+    out = tmp_path / "out"
+    out.mkdir()
+    slow = tmp_path / "python"
+    slow.write_text("#!/usr/bin/env bash\necho \"started: $*\"\nexec sleep 60\n")
+    slow.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "OUT": str(out), "PYTHON": str(slow), "PACK_EVERY": "1",
+           "DTYPES": "float32"}
+    run = subprocess.Popen(["bash", str(SESSION_SCRIPT), "checks"], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    try:
+        deadline = time.monotonic() + limit(30)
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            try:
+                if "started" in _packed(out, cut_off=True)["check_scatter_float32.txt"]:
+                    break
+            except (AssertionError, KeyError, OSError, EOFError):
+                continue   # not packed yet, or a pack under way
+    finally:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.wait()
+    packed = _packed(out, cut_off=True)
+    assert "started: -m benchmarks.gpu_check --ops scatter --dtypes float32" in \
+        packed["check_scatter_float32.txt"]
+    assert "# GPU session: phase checks" in (out / "summary.md").read_text()
