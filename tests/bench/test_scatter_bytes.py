@@ -1,14 +1,12 @@
 """The scatter pipeline's bytes as the real calls move them, counted in Triton's interpreter
 (tritonml/bench/memtrace.py) at a small size, against the model's steps
 (tritonml/bench/scatter_model.py): every torch op the eager pipeline runs, in order, with the
-bytes the counter charges it, exactly; the checks' kernel part by part: bincount's
-``index_facts`` exactly, its second view's re-read of the index counted apart (the model's
-``l2``: the index's distinct bytes are read once), a 1-D index's ``index_bounds_kernel`` by its
-parts (the index once from memory, its boundaries where sorted, three atomics a program); the
-segment kernel's loads and stores within 1.05 x the model's (src and the result once, the
-boundaries once, the programs' published chunk states: at the H100's config, which the
-interpreter runs too) plus the look-back's reads of those states (the model's ``l2``, at most
-once each), their re-reads and the boundaries' from cache apart, as
+bytes the counter charges it, exactly; the checks' ``index_bounds_kernel`` part by part (the
+index once from memory, its view one element on apart as the model's ``l2``, its boundaries
+where sorted, three atomics a program); the segment kernel's loads and stores within 1.05 x the
+model's (src and the result once, the boundaries once, the programs' published chunk states: at
+the H100's config, which the interpreter runs too) plus the look-back's reads of those states
+(the model's ``l2``, at most once each), their re-reads and the boundaries' from cache apart, as
 tests/bench/test_segment_bytes.py counts them. So the model's table is this pipeline's, not a
 formula beside it: a change to the pipeline fails here until the model follows."""
 from __future__ import annotations
@@ -53,32 +51,23 @@ def test_the_counted_pipeline_is_the_models_step_for_step(name, reduce):
     got = [(w.op, w.bytes) for w in trace.torch_work]
     assert got == want
     assert prepared.ideal_bytes == M.ideal_bytes(case)
-    # two launches: the checks (a 1-D index's index_bounds_kernel, bincount's index_facts),
-    # then the segment kernel
-    checks_kernel = M.FACTS_KERNEL if entry.scatter == "bincount" else M.BOUNDS_KERNEL
+    # two launches: the checks' index_bounds_kernel, then the segment kernel
     assert [k.name for k in trace.kernels] == [s.op for s in steps if s.is_kernel] == [
-        checks_kernel, M.SEGMENT_KERNEL]
+        M.BOUNDS_KERNEL, M.SEGMENT_KERNEL]
     facts, kernel = trace.kernels
-    (checked,) = [s for s in steps if s.op == checks_kernel]
-    if checks_kernel == M.FACTS_KERNEL:
-        # both views of the index read, the three facts written; the second view's reads but
-        # one are of bytes the first brought in: the index's distinct bytes are read once
-        assert facts.bytes == checked.counted
-        assert facts.reread_bytes == checked.l2
-        assert facts.regions["index"]["load"] - facts.reread_bytes == size.elements * 8
-    else:
-        # the index once from memory, the rest from cache: the view one element on (the
-        # model's l2) and each boundary's binary search of the tile; the boundaries written
-        # where the index is sorted (the model's bytes), three atomics a program
-        e, n = size.elements, size.groups
-        sorted_index = entry.scatter in M.C.SORTED_FORMS
-        block = bounds_config(e, "cpu")[0]
-        assert facts.store_bytes == (8 * (n + 1) if sorted_index else 0)
-        assert facts.atomic_bytes == 24 * -(-e // block)
-        assert checked.dram == 8 * e + facts.store_bytes + 24 * -(-e // 1024)
-        reread = facts.regions["index"]["load"] - 8 * e
-        assert checked.l2 == 8 * (e - 1) <= reread
-        assert reread <= 8 * (e - 1) + (8 * (n + 1) * block.bit_length() if sorted_index else 0)
+    (checked,) = [s for s in steps if s.op == M.BOUNDS_KERNEL]
+    # the index once from memory, the rest from cache: the view one element on (the model's
+    # l2) and each boundary's binary search of the tile; the boundaries written where the index
+    # is sorted and the number of groups known (not bincount's), three atomics a program
+    e, n = size.elements, size.groups
+    writes = entry.scatter in M.C.SORTED_FORMS
+    block = bounds_config(e, "cpu")[0]
+    assert facts.store_bytes == (8 * (n + 1) if writes else 0)
+    assert facts.atomic_bytes == 24 * -(-e // block)
+    assert checked.dram == 8 * e + facts.store_bytes + 24 * -(-e // 1024)
+    reread = facts.regions["index"]["load"] - 8 * e
+    assert checked.l2 == 8 * (e - 1) <= reread
+    assert reread <= 8 * (e - 1) + (8 * (n + 1) * block.bit_length() if writes else 0)
     assert trace.distinct_bytes("index", "load") == size.elements * 8
     # the segment kernel, its bytes the model's
     (modeled,) = [s for s in steps if s.op == M.SEGMENT_KERNEL]

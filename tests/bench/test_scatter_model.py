@@ -30,12 +30,6 @@ def _published(width):
     return kernel.dram - (E * width * 4 + N * width * 4 + (N + 1) * 8)
 
 
-def _facts_partials():
-    """index_facts on an H100 runs split over every SM: each program's (min, max, descents)
-    state, 8 + 8 + 8 bytes, written and read back by the last."""
-    return 2 * 24 * devices.H100.sms
-
-
 @pytest.mark.parametrize("width", C.WIDTHS)
 def test_a_sorted_sum_moves_the_checks_with_the_offsets_and_one_kernel_pass(width):
     # written out: the checks' pass reads the int64 index of E once from DRAM (its view one

@@ -4,14 +4,11 @@ nothing timed.
 tritonml's scatter and index reductions (tritonml/torch_ops/scatter.py, scatter_forms.py,
 scatter_groups.py) run, in eager code:
 
-- **checks**: one pass over the index. A 1-D index (every case here but bincount: the GNN's
-  and the embedding's index is one line broadcast across the features) is read by
-  ``read_index_bounds`` (tritonml/kernels/index_bounds.py): one launch giving (min, max,
-  descents) and, where the index is sorted, its N + 1 int64 group boundaries, then one
-  synchronization. bincount's ids, whose number of groups the pass itself finds, are read by
-  the ready reduction ``index_facts`` (a tritonml reduce kernel, ``reduce_kernel``) over
-  ``index.narrow(0, 0, L - 1)`` and ``index.narrow(0, 1, L - 1)``, then ``torch.stack`` of the
-  three facts and one synchronization (the host's waits are not modeled);
+- **checks**: one pass over the index, ``read_index_bounds`` (tritonml/kernels/index_bounds.py;
+  every index here is a 1-D line: the GNN's and the embedding's broadcast across the features,
+  bincount's ids): one launch giving (min, max, descents) and, where the index is sorted and
+  the number of groups known (not bincount's, which the pass finds), its N + 1 int64 group
+  boundaries, then one synchronization (not modeled);
 - for an unsorted index, the **sort**: the keys cast to int32 (``_to_copy``; the groups number
   fewer than 2**31) and a stable ``torch.sort``; then the **gather** of src into its order
   (``index_select``);
@@ -28,29 +25,23 @@ scatter_groups.py) run, in eager code:
 - ``counted``: the bytes the interpreter's counter charges the step (tritonml/bench/memtrace.py:
   a torch op's tensor arguments and outputs once each, a kernel's loads and stores lane by lane
   at the config the interpreter runs), which tests/bench/test_scatter_bytes.py checks against
-  the real calls at a small size: exactly for the torch ops and ``index_facts``, within a bound
-  for the segment kernel (there ``counted`` is its ideal: src, the result, the boundaries once);
+  the real calls at a small size: exactly for the torch ops, part by part for the checks' kernel,
+  within a bound for the segment kernel (there ``counted`` is its ideal: src, the result, the
+  boundaries once);
 - ``dram``: the bytes an H100 moves for it. The same as ``counted`` but where noted:
   ``index_bounds_kernel`` reads the index's bytes once from DRAM (its view one element on, and
   its binary searches of the tile for each group's boundary, from cache: the view is ``l2``,
   the searches, of the tile just loaded, not counted) and writes the boundaries where the
-  index is sorted; its three facts are integer atomics, three per program.
-  ``index_facts`` reads the index's bytes once from DRAM, its second view (one element on) hitting
-  the sectors the first just brought into L2: that re-read, which the interpreter counts as a
-  launch's ``reread_bytes`` (loads of bytes the launch had already loaded), is ``l2`` here, apart
-  from ``dram``; on an H100 the kernel runs split (the tuner's choice: partial states written and
-  read back, ``reduce_split_last``), which adds those partials to its DRAM bytes. **The sort's
-  assumption**: torch's stable
-  sort of int32 keys on CUDA is CUB's onesweep radix sort of (key, int64 position) pairs over
-  the keys' 32 bits: the positions written (an arange), one pass reading the keys for the digit
-  histograms, then one pass per 8-bit digit, ``SORT_DIGIT_PASSES`` = 4, each reading and writing
-  keys (4 B) and positions (8 B). ``searchsorted`` reads the whole sorted keys (its N + 1 binary
+  index is sorted; its three facts are integer atomics, three per program. **The sort's
+  assumption**: torch's stable sort of int32 keys on CUDA is CUB's onesweep radix sort of (key,
+  int64 position) pairs over the keys' 32 bits: the positions written (an arange), one pass
+  reading the keys for the digit histograms, then one pass per 8-bit digit,
+  ``SORT_DIGIT_PASSES`` = 4, each reading and writing keys (4 B) and positions (8 B). ``searchsorted`` reads the whole sorted keys (its N + 1 binary
   searches touch every part of them, which L2 then holds);
 - ``seconds``: ``index_bounds_kernel``, a streaming pass, as the torch ops below (its searches'
-  L1 latency not modeled); the segment kernel's and ``index_facts``' launches in the tuner's model
-  (tritonml_autotune.cost, with the sm_90 registers of their tiles from
-  autotune/tables/compiled.json; ``index_facts`` at the config the tuner chooses for it on an
-  H100, its second view as L2 traffic), every other launch bandwidth-bound at the H100's
+  L1 latency not modeled); the segment kernel's launch in the tuner's model
+  (tritonml_autotune.cost, with the sm_90 registers of its tile from
+  autotune/tables/compiled.json), every other launch bandwidth-bound at the H100's
   ``copy_bandwidth_bytes_per_s`` (3.0e12 B/s, tritonml_autotune.devices: a measured large copy)
   with every SM busy, plus the launch overhead (4 us) each (``model.launch_seconds``). The sort's
   passes at copy bandwidth are a floor (a radix pass scatters its writes). The host's
@@ -63,18 +54,13 @@ benchmarks.doc_table`` writes it).
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
-from tritonml_autotune import compiled, cost, devices, model, select
+from tritonml_autotune import compiled, devices, model
 
-from ..core.layout import reduce_layout
 from ..launchers.index_bounds import bounds_config
-from ..launchers.reduce_with import fit_tile_to_state
-from ..records import ready_reductions
 from . import scatter_cases as C
 from . import segment_model
 
@@ -87,7 +73,6 @@ SORT_DIGIT_PASSES = 4      # 32-bit keys, 8-bit digits (CUB onesweep)
 # maxima in float32
 STATE_BYTES = {"SUM": 8, "AVERAGE": 8, "MAX": 4}
 SORT_PARTS = ("sort", "gather")
-FACTS_KERNEL = "reduce_kernel"        # the interpreter's name of index_facts' launch
 BOUNDS_KERNEL = "index_bounds_kernel"
 SEGMENT_KERNEL = "segment_kernel"
 
@@ -115,8 +100,8 @@ class Case:
 class Step:
     """One torch op or kernel launch of the pipeline (``part``: checks, sort, gather, offsets,
     kernel, finish); ``op``: the aten op memtrace names, or the kernel's name as the interpreter
-    launches it (``FACTS_KERNEL``, ``SEGMENT_KERNEL``); ``l2``: bytes read again from L2 on top
-    of ``dram`` (index_facts' second view)."""
+    launches it (``BOUNDS_KERNEL``, ``SEGMENT_KERNEL``); ``l2``: bytes read again from L2 on top
+    of ``dram`` (the checks' view of the index one element on)."""
     part: str
     op: str
     counted: int
@@ -135,64 +120,6 @@ def _torch_step(part: str, op: str, counted: int, dram=None, launches: int = 1,
     seconds = (model.launch_seconds(device, dram / launches, device.sms) * launches
                if launches else 0.0)
     return Step(part, op, counted, dram, seconds)
-
-
-def facts_launch(elements: int, index_bytes: int = INDEX_BYTES, device=devices.H100) -> tuple:
-    """``index_facts`` over an index of ``elements`` (two views of ``elements - 1``) on
-    ``device``: the config the tuner chooses for it there (``select.choose_reduce``, as
-    ``reduce_with`` does, its tile fitted to the 24-byte state), as ``cost.Launch`` with the
-    index's bytes once in ``bytes_moved`` (plus the split's partials and the three facts) and the
-    second view in ``l2_bytes``; with the modeled seconds (``cost.launch_seconds`` with the
-    registers and latency bound ``cost.estimate`` gives the tuner's own launch)."""
-    reduction = ready_reductions.index_facts
-    dtype = torch.int64 if index_bytes == 8 else torch.int32
-    dtypes = (dtype, dtype)
-    length = elements - 1
-    layout = reduce_layout((length,), (1,), (1,), (0,), reduction.uses_index)
-    options = dict(partial_bytes=reduction.state_bytes(dtypes),
-                   out_bytes=reduction.out_bytes(dtypes),
-                   state_values=reduction.state_values(dtypes))
-    with devices.targeting(device):
-        plan = select.plan_reduce(layout, dtype, None, f"user:{reduction.name}", **options)
-        chosen = select.choose_reduce(layout, dtype, None, f"user:{reduction.name}", **options)
-    config = fit_tile_to_state(chosen.config,  # pyright: ignore[reportArgumentType]
-                               reduction.state_bytes(dtypes))
-    fields = dataclasses.asdict(config)
-    estimate = cost.estimate(plan.problem, fields, device)
-    (tuners,) = estimate.launches
-    facts = sum(d.itemsize for d in reduction.output_dtypes(dtypes))
-    # the tuner counts one read of the index (the first view), the partials and one output
-    # element: the second view reads the element after each, in the sectors just loaded
-    once = elements * index_bytes
-    partials = tuners.bytes_moved - length * index_bytes - plan.problem.out_bytes
-    launch = dataclasses.replace(tuners, bytes_moved=once + partials + facts,
-                                 l2_bytes=length * index_bytes,
-                                 reread_bytes=length * index_bytes)
-    usage = cost.kernel_usage(plan.problem, device, launch.kernel, launch.tile_elements,
-                              launch.num_warps)
-    latency = 1.0    # cost.estimate's rule for a one-launch split
-    if launch.kernel == "reduce_split_last" and usage and usage.loads_in_flight:
-        twin = cost.kernel_usage(plan.problem, device, "reduce_split", launch.tile_elements,
-                                 launch.num_warps)
-        if twin and twin.loads_in_flight and twin.loads_in_flight > usage.loads_in_flight:
-            latency = twin.loads_in_flight / usage.loads_in_flight
-    seconds = cost.launch_seconds(device, launch, usage.registers if usage else None, latency)
-    return launch, config, seconds
-
-
-def check_steps(elements: int, device=devices.H100) -> list:
-    """``index_facts`` over an int64 index of ``elements`` and the stack of its three facts.
-    ``counted``: both views read and the facts written, at the interpreter's one-program config;
-    ``dram``: the H100 launch's (``facts_launch``); ``l2``: the second view's re-read, less the
-    element the first view never reads (what memtrace's ``reread_bytes`` counts)."""
-    e, i = elements, INDEX_BYTES
-    launch, _, seconds = facts_launch(e, i, device)
-    facts = 3 * i
-    kernel = Step("checks", FACTS_KERNEL, 2 * (e - 1) * i + facts, launch.bytes_moved, seconds,
-                  l2=(e - 2) * i)
-    # the three facts stacked: memtrace counts the output (a list argument is not a tensor it
-    # sizes), the scalars' reads are as small
-    return [kernel, _torch_step("checks", "aten.stack.default", facts, device=device)]
 
 
 def bounds_step(elements: int, groups: int, sorted_index: bool, device=devices.H100) -> Step:
@@ -283,10 +210,9 @@ def steps(case: Case, counts: np.ndarray, device=devices.H100) -> list:
     row_bytes = s.width * VALUE_BYTES
     unsorted = case.form not in C.SORTED_FORMS
     sort = sort_steps(s.elements, row_bytes, device) if unsorted else []
-    if case.form == "bincount":   # the pass finds the number of groups: no boundaries
-        checks = check_steps(s.elements, device)
-    else:
-        checks = [bounds_step(s.elements, s.groups, not unsorted, device)]
+    # bincount's pass finds the number of groups: it is asked for no boundaries
+    checks = [bounds_step(s.elements, s.groups, not unsorted and case.form != "bincount",
+                          device)]
     offsets = offset_steps(s.elements, s.groups, KEY_BYTES, device) if unsorted else []
     return (checks + sort + offsets
             + [kernel_step(counts, s.width, kernel_function(case), device)]
@@ -380,7 +306,7 @@ def rows(device=devices.H100) -> list:
 
 def table(device=devices.H100) -> str:
     """docs/scatter.md's table: each part's DRAM bytes and modeled seconds over the ideal's;
-    the checks' L2 re-read (index_facts' second view) apart, in parentheses."""
+    the checks' L2 re-read (their view of the index one element on) apart, in parentheses."""
     lines = ["| case | bytes / ideal | modeled / ideal time | sort's share: bytes, time | "
              "without the sort: bytes, time / ideal | checks: bytes, time / ideal (L2 re-read) | "
              "offsets: bytes, time / ideal | segment kernel: bytes, time / ideal | "

@@ -58,11 +58,23 @@ def check_reduce(reduce, allowed: Sequence[str]) -> str:
     return reduce
 
 
-def read_index(index: torch.Tensor, along: int) -> tuple[int, int, int]:
-    """(min, max, descents along ``along``) of a non-empty int32/int64 ``index``: one pass over
-    it (the ready reduction ``index_facts``: each element and the next, the second view reading
-    what the first brought into the cache) and one device synchronization."""
-    length = index.shape[along] if index.dim() else 1
+def read_index(index: torch.Tensor, along: int, n_groups: Optional[int] = None
+               ) -> tuple[int, int, int, Optional[SortedLine]]:
+    """(min, max, descents along ``along``, boundaries) of a non-empty int32/int64 ``index``:
+    one pass over it and one device synchronization.
+
+    An index that is one 1-D line repeated across its other dims (``shared_index``: a 1-D
+    index, torch_scatter's broadcast one) is read as that line by ``read_index_bounds``, which
+    also writes the line's group boundaries into ``n_groups`` groups where they are given and
+    it is sorted: returned as a ``SortedLine`` for ``group``, which then reads the index no
+    more. Any other index is read by the ready reduction ``index_facts`` (each element and the
+    next, the second view reading what the first brought into the cache); its boundaries are
+    None."""
+    line = shared_index(index, along) if index.dim() else index.reshape(1)
+    if line is not None:
+        lo, hi, descents, offsets = read_index_bounds(line, n_groups)
+        return lo, hi, descents, SortedLine(line, offsets) if offsets is not None else None
+    length = index.shape[along]
     if length < 2:
         facts = [index.min(), index.max(), torch.zeros((), dtype=index.dtype,
                                                        device=index.device)]
@@ -70,37 +82,26 @@ def read_index(index: torch.Tensor, along: int) -> tuple[int, int, int]:
         here, after = index.narrow(along, 0, length - 1), index.narrow(along, 1, length - 1)
         facts = list(reduce_with(_ready.index_facts, (here, after), axes=None, keepdims=False))
     lo, hi, descents = torch.stack([f.to(torch.int64) for f in facts]).tolist()
-    return lo, hi, descents
+    return lo, hi, descents, None
 
 
 def index_facts(index: torch.Tensor, n: int, name: str = "index", *,
                 sorted_along: Optional[int] = None) -> tuple[bool, Optional[SortedLine]]:
     """Check that every value of ``index`` is in [0, n) and tell whether it is non-decreasing
-    along ``sorted_along`` (False when not asked), in eager code only (``values_readable``).
-    Under torch.compile, export and torch.func transforms nothing is read, the values must be
-    right, and the index is taken as unsorted.
-
-    An index that is one 1-D line repeated across its other dims (``shared_index``) is read as
-    that line by ``read_index_bounds``, which also writes the line's group boundaries where it
-    is sorted: returned as a ``SortedLine`` for ``group``, which then reads the index no more.
-    Any other index is read by ``read_index``."""
+    along ``sorted_along`` (False when not asked), with its boundaries where ``read_index``
+    finds them (asked for only with ``sorted_along``); in eager code only
+    (``values_readable``). Under torch.compile, export and torch.func transforms nothing is
+    read, the values must be right, and the index is taken as unsorted."""
     if index.numel() == 0 or not values_readable(index):
         return False, None
     along = sorted_along if sorted_along is not None else max(index.dim() - 1, 0)
-    line = shared_index(index, along) if index.dim() else None
-    offsets = None
-    if line is not None:
-        lo, hi, descents, offsets = read_index_bounds(
-            line, n if sorted_along is not None else None)
-    else:
-        lo, hi, descents = read_index(index, along)
+    lo, hi, descents, bounds = read_index(index, along,
+                                          n if sorted_along is not None else None)
     if lo < 0 or hi >= n:
         raise ValueError(f"{name}: every value must be in [0, {n}), found "
                          f"{lo if lo < 0 else hi}")
     index_sorted = sorted_along is not None and descents == 0
-    if index_sorted and line is not None and offsets is not None:
-        return True, SortedLine(line, offsets)
-    return index_sorted, None
+    return index_sorted, bounds if index_sorted else None
 
 
 def _check_out(out, input: torch.Tensor, values: torch.Tensor) -> None:
@@ -415,7 +416,7 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None,
     # the checks' reduction reads 32- and 64-bit integers: narrower ones are widened first
     keys = input if input.dtype in (torch.int32, torch.int64) else input.to(torch.int32)
     if input.numel():
-        lo, hi, descents = read_index(keys, 0)
+        lo, hi, descents, _ = read_index(keys, 0)
         if lo < 0:
             raise ValueError(f"input: values must be non-negative, found {lo}")
         n, sorted_index = max(n, hi + 1), descents == 0

@@ -59,7 +59,7 @@ def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> Groupin
     readable = index.numel() > 0 and values_readable(index)
     if dim_size is None and readable:
         # the one read of the index gives the number of groups too
-        lo, hi, descents = read_index(index, along)
+        lo, hi, descents, _ = read_index(index, along)
         n = hi + 1
         if lo < 0:
             raise ValueError(f"index: every value must be in [0, {n}), found {lo}")
