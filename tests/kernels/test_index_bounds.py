@@ -23,6 +23,19 @@ def _keys(values: np.ndarray, dtype: torch.dtype, stride: int) -> torch.Tensor:
     return view
 
 
+def _left_to_the_caller(values: np.ndarray, n_groups: int) -> bool:
+    """Whether some tile of the interpreter's config spans more groups than it writes."""
+    block, block_groups, _ = index_bounds.bounds_config(len(values), "cpu")
+    for start in range(0, len(values), block):
+        end = min(start + block, len(values))
+        previous = values[start - 1] if start else -1
+        last = n_groups if end == len(values) else values[end - 1]
+        span = min(max(last, -1), n_groups) - min(max(previous, -1), n_groups)
+        if span > index_bounds.SEARCH_BLOCKS_PER_TILE * block_groups:
+            return True
+    return False
+
+
 def _check(values: np.ndarray, n_groups, dtype=torch.int64, stride=1):
     keys = _keys(values, dtype, stride)
     before = keys.clone()
@@ -30,7 +43,7 @@ def _check(values: np.ndarray, n_groups, dtype=torch.int64, stride=1):
     assert torch.equal(keys, before)
     assert (least, greatest) == (int(values.min()), int(values.max()))
     assert descents == int((np.diff(values) < 0).sum())
-    if n_groups is None or descents:
+    if n_groups is None or descents or _left_to_the_caller(values, n_groups):
         assert offsets is None
     else:
         assert offsets is not None and offsets.dtype == torch.int64
@@ -67,6 +80,21 @@ def test_empty_groups_before_between_and_after_the_values(block):
     _check(np.array([0] * 50), 1000)
     _check(np.array([999] * 33), 1000)
     _check(np.arange(0, 200, 7), 200)
+
+
+def test_a_tile_spanning_too_many_groups_leaves_the_boundaries_to_the_caller(block):
+    # many empty groups after the last value, or between two values of one tile: one program
+    # would search for each in turn; the caller's searchsorted does them all at once
+    for values, n_groups in ((np.array([0, 0, 1, 5]), 5000), (np.array([0, 3000, 3000]), 3001),
+                             (np.arange(0, 40), 40 + 3000)):
+        assert _left_to_the_caller(values, n_groups)
+        _check(values, n_groups)
+    # and the scatter ops give the right groups through the search
+    src = torch.arange(4.0).reshape(4, 1)
+    got = tritonml.segment_coo(src, torch.tensor([0, 0, 1, 5]), dim_size=5000)
+    want = torch.zeros(5000, 1)
+    want[0, 0], want[1, 0], want[5, 0] = 1.0, 2.0, 3.0
+    assert torch.equal(got, want)
 
 
 def test_one_descent_at_a_tile_boundary_is_found(block):

@@ -13,7 +13,8 @@ Each program takes BLOCK consecutive positions [start, end) and
   whose value is below the one before, the first position compared with the previous tile's
   last): integer atomics, so the facts do not depend on the programs' order;
 - where its tile is non-decreasing, including across its first position, writes the boundaries
-  of the groups (prev, last]: prev the value before ``start`` (-1 at the first tile), last the
+  of the groups (prev, last] (unless they are more than MAX_TILE_GROUPS: then it counts itself
+  in the facts and the caller searches for the boundaries, in parallel over the groups): prev the value before ``start`` (-1 at the first tile), last the
   tile's last value (``n_groups`` at the last tile, whose search ends at the axis length). Each
   boundary is the first position in the tile whose value is at least the group, a binary search
   of the tile (L1-resident) per group, BLOCK_GROUPS groups at a time. When every tile is
@@ -29,10 +30,11 @@ from ..core import backend as _backend  # noqa: F401
 import triton
 import triton.language as tl
 
-# facts_ptr's three int64 entries, as the launcher initializes them
+# facts_ptr's four int64 entries, as the launcher initializes them
 FACT_MIN = tl.constexpr(0)
 FACT_MAX = tl.constexpr(1)
 FACT_DESCENTS = tl.constexpr(2)
+FACT_LEFT = tl.constexpr(3)   # sorted tiles that left their boundaries to the caller
 
 
 @triton.jit
@@ -55,10 +57,14 @@ def _first_at_least(keys_ptr, key_stride, groups, wanted, start, end,
 @triton.jit
 def index_bounds_kernel(keys_ptr, length, key_stride, facts_ptr, offsets_ptr, n_groups,
                         BLOCK: tl.constexpr, BLOCK_GROUPS: tl.constexpr,
-                        SEARCH_STEPS: tl.constexpr, WRITE_OFFSETS: tl.constexpr):
-    """grid = cdiv(length, BLOCK); ``length`` >= 1. ``facts_ptr``: int64 [min, max, descents],
-    initialized to (the int64 maximum, the int64 minimum, 0); ``offsets_ptr``: n_groups + 1
-    int64 boundaries, written where the index is sorted (WRITE_OFFSETS)."""
+                        SEARCH_STEPS: tl.constexpr, MAX_TILE_GROUPS: tl.constexpr,
+                        WRITE_OFFSETS: tl.constexpr):
+    """grid = cdiv(length, BLOCK); ``length`` >= 1. ``facts_ptr``: int64 [min, max, descents,
+    left], initialized to (the int64 maximum, the int64 minimum, 0, 0); ``offsets_ptr``:
+    n_groups + 1 int64 boundaries, written where the index is sorted (WRITE_OFFSETS) by the
+    tiles that span at most MAX_TILE_GROUPS groups; a tile spanning more (a long run of empty
+    groups: a search per group in one program would be slow) counts itself in ``left``, and
+    the caller finds the boundaries another way."""
     start = tl.program_id(0).to(tl.int64) * BLOCK
     positions = start + tl.arange(0, BLOCK)
     inside = positions < length
@@ -86,6 +92,9 @@ def index_bounds_kernel(keys_ptr, length, key_stride, facts_ptr, offsets_ptr, n_
                 last = tl.load(keys_ptr + (end - 1) * key_stride).to(tl.int64)
             first_group = tl.minimum(tl.maximum(previous, -1), n_groups).to(tl.int64) + 1
             end_group = tl.minimum(tl.maximum(last, -1), n_groups).to(tl.int64) + 1
+            if end_group - first_group > MAX_TILE_GROUPS:
+                tl.atomic_add(facts_ptr + FACT_LEFT, 1, sem="relaxed")
+                end_group = first_group
             for group_start in range(first_group, end_group, BLOCK_GROUPS):
                 groups = group_start + tl.arange(0, BLOCK_GROUPS).to(tl.int64)
                 wanted = groups < end_group

@@ -14,12 +14,18 @@ import torch
 
 from tritonml_autotune.heuristics import next_pow2
 
-from ..kernels.index_bounds import FACT_DESCENTS, FACT_MAX, FACT_MIN, index_bounds_kernel
+from ..kernels.index_bounds import (FACT_DESCENTS, FACT_LEFT, FACT_MAX, FACT_MIN,
+                                    index_bounds_kernel)
 from ..runtime import trace
 
 GPU_BLOCK = 1024
 GPU_WARPS = 8   # at 4 warps, ptxas gave one int32 specialization a stack frame on sm_90
 GPU_BLOCK_GROUPS = 128
+# The most blocks of BLOCK_GROUPS groups one tile writes the boundaries of: beyond them (a long
+# run of empty groups in one tile's span: a sparse index, or many groups after the last value)
+# its program would make a binary search per group one block after another, where
+# torch.searchsorted searches for every group in parallel; so the boundaries are left to it.
+SEARCH_BLOCKS_PER_TILE = 8
 INTERPRETER_MAX_BLOCK = 1 << 14
 INT64_MIN, INT64_MAX = -2**63, 2**63 - 1
 
@@ -37,7 +43,9 @@ def read_index_bounds(keys: torch.Tensor, n_groups: Optional[int] = None
     """(least, greatest, descents, boundaries) of ``keys``, a non-empty 1-D int32 or int64
     tensor (any stride). ``boundaries``: with ``n_groups`` given and no descent, the
     ``n_groups + 1`` int64 group boundaries of the sorted keys (boundary g: the first position
-    whose key is at least g; ``torch.searchsorted(keys, arange(n_groups + 1))``); else None.
+    whose key is at least g; ``torch.searchsorted(keys, arange(n_groups + 1))``), unless a tile
+    spans more than ``SEARCH_BLOCKS_PER_TILE`` blocks of groups (then the caller searches);
+    else None.
     Meaningful only where least >= 0 and greatest < n_groups, which the caller checks."""
     if keys.dim() != 1 or keys.numel() == 0 or keys.dtype not in (torch.int32, torch.int64):
         raise ValueError(f"keys: must be a non-empty 1-D int32 or int64 tensor, got "
@@ -45,12 +53,15 @@ def read_index_bounds(keys: torch.Tensor, n_groups: Optional[int] = None
     length = keys.shape[0]
     write = n_groups is not None
     block, block_groups, warps = bounds_config(length, keys.device.type)
-    facts = torch.tensor([INT64_MAX, INT64_MIN, 0], dtype=torch.int64, device=keys.device)
+    facts = torch.tensor([INT64_MAX, INT64_MIN, 0, 0], dtype=torch.int64, device=keys.device)
     offsets = torch.empty(n_groups + 1 if write else 1, dtype=torch.int64, device=keys.device)
     trace.launch(index_bounds_kernel, (-(-length // block),), keys, length, keys.stride(0),
                  facts, offsets, n_groups if write else 0, BLOCK=block,
                  BLOCK_GROUPS=block_groups, SEARCH_STEPS=block.bit_length(),
-                 WRITE_OFFSETS=write, num_warps=warps)
+                 MAX_TILE_GROUPS=SEARCH_BLOCKS_PER_TILE * block_groups, WRITE_OFFSETS=write,
+                 num_warps=warps)
     read = facts.tolist()
-    least, greatest, descents = (read[k.value] for k in (FACT_MIN, FACT_MAX, FACT_DESCENTS))
-    return least, greatest, descents, offsets if write and descents == 0 else None
+    least, greatest, descents, left = (read[k.value]
+                                       for k in (FACT_MIN, FACT_MAX, FACT_DESCENTS, FACT_LEFT))
+    found = write and descents == 0 and left == 0
+    return least, greatest, descents, offsets if found else None
