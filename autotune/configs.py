@@ -12,6 +12,9 @@ from typing import Optional
 SCAN_REGIMES = ("rows", "columns", "lookback", "chunked")
 # The most chunks a "chunked" scan looks back over in one vector load (its window).
 MAX_SCAN_WINDOW = 1024
+# A reduction's tile slice (SegmentConfig.sub_tiles) holds at least this many positions: the
+# smallest tile the segment kernel takes.
+MIN_SUB_TILE_AXIS = 16
 
 
 def _is_pow2(n) -> bool:
@@ -135,6 +138,12 @@ class SegmentConfig:
     fold_tiles: a chunk that lies inside one segment has no boundary to find; a reduction's
         such chunk, and a sum or product scan's fold of it before its walk, take
         ``fold_tiles`` tiles per step (a power of two).
+    sub_tiles: a reduction walks each tile as ``sub_tiles`` slices of block_axis / sub_tiles
+        positions (a power of two; slices of at least ``MIN_SUB_TILE_AXIS`` positions): one step
+        issues the loads of the whole tile and finds its segments in one read of the
+        boundaries, then scans the slices one after another, so a step has the bytes in flight
+        of the whole tile and the scan the registers of one slice. Scans take whole tiles (the
+        field is not read).
     maxnreg: registers a thread may use on a GPU (Triton's ``maxnreg``, an int from 16 to 255);
         None: ptxas's own choice where it spills nothing, else the lowest cap at which the
         programs an SM holds step down that compiles without spills, found by compiling at the
@@ -148,16 +157,21 @@ class SegmentConfig:
     num_warps: int = 4
     fold_tiles: int = 1
     maxnreg: Optional[int] = None
+    sub_tiles: int = 1
 
     def validate(self, name: str = "config") -> None:
         for field in ("block_axis", "block_inner", "window", "boundary_block", "num_warps",
-                      "fold_tiles"):
+                      "fold_tiles", "sub_tiles"):
             value = getattr(self, field)
             if not _is_pow2(value):
                 raise ValueError(f"{name}.{field}: {value!r} must be a power of two")
         if (not isinstance(self.chunk_tiles, int) or isinstance(self.chunk_tiles, bool)
                 or self.chunk_tiles < 1):
             raise ValueError(f"{name}.chunk_tiles: {self.chunk_tiles!r} must be an int >= 1")
+        if self.sub_tiles > 1 and self.block_axis // self.sub_tiles < MIN_SUB_TILE_AXIS:
+            raise ValueError(f"{name}.sub_tiles: {self.sub_tiles!r} leaves slices of "
+                             f"{self.block_axis // self.sub_tiles} positions; they must hold at "
+                             f"least {MIN_SUB_TILE_AXIS} (block_axis is {self.block_axis})")
         if not 2 <= self.window <= MAX_SCAN_WINDOW:
             raise ValueError(f"{name}.window: {self.window!r} must be from 2 to {MAX_SCAN_WINDOW}")
         if self.maxnreg is not None and (not isinstance(self.maxnreg, int)

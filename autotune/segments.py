@@ -35,6 +35,21 @@ NUM_WARPS = 8
 REDUCE_1D_WARPS = 4
 REDUCE_1D_MAXNREG = 255
 MAX_BLOCK_INNER = 64
+# A reduction of tiles several lanes wide (block_inner > 1: rows of a GNN's features, a strided
+# axis) walks tiles of SUB_TILES slices: one step loads SUB_TILES x TILE_LANES lanes (16 KiB of
+# float32) and finds their segments in one read of the boundaries, then scans one slice at a time
+# (tritonml/kernels/segment.py). At 1,024 lanes a step such a reduction held two programs of
+# 4 KiB per SM; a step is a dependent round trip (``TILE_STEP_SECONDS``), so bytes in flight per
+# step set its speed. The one-lane 1-D tiles keep whole tiles: their per-position vectors (the
+# segment of each lane) are as large as the tile, and slicing them costs what it saves.
+SUB_TILES = 4
+# Slices, and the 4 warps with ptxas free to take 255 registers they run at (two programs per
+# SM, as 8 warps at 116 held), for states of up to 8 bytes (SUM, MAX, MIN, MULTIPLY and AVERAGE
+# of every dtype, a float32 LOG_SUM_EXP): on sm_90 they compiled to 137 to 207 registers on
+# Triton 3.9 and 165 to 232 on 3.6, no spills. A value and an index (ARGMAX, ARGMIN) took 254
+# where a program walks several tiles and spilled 384 bytes where it walks one, so wider states
+# keep whole tiles at 8 warps.
+SUB_TILE_STATE_BYTES = 8
 # A look-back window holds at most 256 chunks (a quarter of a 1-D tile's lanes): with windows of
 # 1,024 the 1-D forward scans compiled to 74 registers a thread on sm_90 (three programs of 8
 # warps per SM), with 256 to 58-64 (four); a segment over every chunk of a 1-D x (at most
@@ -51,6 +66,10 @@ def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: i
     chains = outer_len * -(-inner_len // block_inner)
     lanes = TILE_LANES if state_bytes < 16 else TILE_LANES // 2
     block_axis = max(16, min(lanes // block_inner, next_pow2(max(axis_len, 1))))
+    sub_tiles = 1
+    if not scan and block_inner > 1 and state_bytes <= SUB_TILE_STATE_BYTES:
+        sub_tiles = max(1, min(SUB_TILES, next_pow2(max(axis_len, 1)) // block_axis))
+        block_axis *= sub_tiles
     tiles = max(1, -(-axis_len // block_axis))
     on_gpu, fill = _choose_for(device_type, device)
     if on_gpu:
@@ -62,9 +81,12 @@ def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: i
     # a look-back window holds no more lanes than a tile: scanning a [64, 64] window of states
     # took the many-rows tiles to 146-255 registers a thread (docs/segments.md)
     window = min(MAX_WINDOW_CHUNKS, max(16, next_pow2(chunks)), max(2, lanes // block_inner))
-    one_lane = not scan and block_inner == 1
+    # the 1-D reductions and the sliced ones: 4 warps, ptxas free to take what it needs
+    few_warps = not scan and (block_inner == 1 or sub_tiles > 1)
     return SegmentConfig(block_axis, block_inner, chunk_tiles, window,
-                         boundary_block=min(block_axis, 1024),
-                         num_warps=REDUCE_1D_WARPS if one_lane else NUM_WARPS,
-                         fold_tiles=FOLD_TILES if state_bytes < 16 else FOLD_TILES // 2,
-                         maxnreg=REDUCE_1D_MAXNREG if one_lane else None)
+                         boundary_block=min(block_axis // sub_tiles, 1024),
+                         num_warps=REDUCE_1D_WARPS if few_warps else NUM_WARPS,
+                         fold_tiles=max(1, (FOLD_TILES if state_bytes < 16 else FOLD_TILES // 2)
+                                        // sub_tiles),
+                         maxnreg=REDUCE_1D_MAXNREG if few_warps else None,
+                         sub_tiles=sub_tiles)

@@ -64,8 +64,8 @@ from .gpu_check import _poison, _scan_input, _strided
 # (name, shape, axis, view[, config]): the segmented axis of a 1-D x (a [1024, 1] tile on a GPU,
 # the 1-D reductions' 4 warps), the contiguous axis of many rows, a strided axis (axis 0), a view
 # with a step of 2 along the segmented axis, and small forced chunks and windows (through the
-# launcher, which takes a config), so segments cross many chunks and look-back windows. On an
-# H100 the 1-D x is 1,366 chunks of 6 tiles of 1,024 (11 of 512 for two-component states), so a
+# launcher, which takes a config; one of them walks a reduction's tiles in slices), so segments
+# cross many chunks and look-back windows. On an H100 the 1-D x is 1,366 chunks of 6 tiles of 1,024 (11 of 512 for two-component states), so a
 # chunk inside a segment folds whole steps of tiles and a partial one, and a long segment spans
 # 455 chunks, more than a look-back window's 256. Sizes stop there: the host's numpy oracle, not
 # the GPU, sets the sweep's time (about a second per 10**7 elements reduced, three scanned).
@@ -76,6 +76,10 @@ GPU_SEGMENT_LAYOUTS = (
     ("step-2 view", (16, 2 ** 16 + 3), 1, "strided"),
     ("1-D small chunks", (2 ** 21 + 5,), 0, "contiguous",
      SegmentConfig(512, 1, chunk_tiles=3, window=4, boundary_block=256, fold_tiles=2)),
+    # a reduction's tiles in slices (scans take them whole), short chunks
+    ("columns in slices", (2 ** 14 + 1, 40), 0, "contiguous",
+     SegmentConfig(128, 32, chunk_tiles=2, window=4, boundary_block=32, num_warps=4,
+                   maxnreg=255, sub_tiles=4)),
 )
 DRY_SEGMENT_LAYOUTS = (
     ("1-D", (300,), 0, "contiguous"),
@@ -84,6 +88,8 @@ DRY_SEGMENT_LAYOUTS = (
     ("step-2 view", (3, 101), 1, "strided"),
     ("1-D split", (131,), 0, "contiguous",
      SegmentConfig(16, 1, chunk_tiles=2, window=2, boundary_block=4, fold_tiles=2)),
+    ("columns in slices", (123, 5), 0, "contiguous",
+     SegmentConfig(32, 4, chunk_tiles=2, window=2, boundary_block=4, sub_tiles=2)),
 )
 DISTRIBUTIONS = ("short", "long", "power law", "random", "one")
 # How each distribution passes its segments, so both forms and both index dtypes are read.

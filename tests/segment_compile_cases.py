@@ -92,9 +92,10 @@ def segment_launches(layouts=tuple(LAYOUTS)) -> list:
 
 # The scatter ops' group reductions (tritonml/torch_ops/scatter_groups.py): int64 boundaries, at
 # the H100 config they take on every device; a GNN's edges x features along the edges (width 1:
-# the flat tile; 16 and 64: a strided axis under contiguous features)
-GROUP_LAYOUTS = {"width 1": ((1 << 20,), 0), "width 16": ((1 << 16, 16), 0),
-                 "width 64": ((1 << 14, 64), 0)}
+# the flat tile; 16 and 64: a strided axis under contiguous features), each long enough that a
+# program walks several tiles (a chunk of one tile specializes its walk to no loop at all)
+GROUP_LAYOUTS = {"width 1": ((1 << 22,), 0), "width 16": ((1 << 20, 16), 0),
+                 "width 64": ((1 << 18, 64), 0)}
 GROUP_FUNCTIONS = (("SUM", None), ("MAX", None), ("MIN", None), ("MULTIPLY", None),
                    ("AVERAGE", 0.0), ("ARGMAX", None))
 

@@ -39,3 +39,29 @@ def test_a_long_1d_axis_runs_twelve_chunks_per_sm(scan):
     assert SMS * 11 <= chunks <= SMS * 12
     # a segment over every chunk folds their tails in at most seven window loads
     assert -(-chunks // config.window) <= 7
+
+
+@pytest.mark.parametrize("scan", [False, True])
+@pytest.mark.parametrize("state_bytes", [4, 8, 12, 24])
+@pytest.mark.parametrize("inner_len", [1, 16, 64, 1000])
+def test_wide_reductions_of_small_states_walk_four_slices(inner_len, state_bytes, scan):
+    """A reduction's tile several lanes wide, state of at most 8 bytes: four slices of 1,024
+    lanes at 4 warps with ptxas free to take 255 registers; scans, wider states and one-lane
+    tiles keep whole tiles of 1,024 lanes (512 for states of 16 bytes or more, at least 16
+    positions)."""
+    config = _h100(1 << 22, inner_len, 1, state_bytes, scan)
+    lanes = 1024 if state_bytes < 16 else 512
+    sliced = not scan and inner_len > 1 and state_bytes <= 8
+    assert config.sub_tiles == (4 if sliced else 1)
+    assert config.block_axis == config.sub_tiles * max(16, lanes // config.block_inner)
+    assert config.boundary_block == config.block_axis // config.sub_tiles
+    if sliced:
+        assert (config.num_warps, config.maxnreg, config.fold_tiles) == (4, 255, 1)
+    config.validate()
+
+
+def test_a_short_axis_takes_fewer_slices():
+    assert _h100(40, 64, 1).sub_tiles == 4        # 64 positions: four slices of 16
+    assert _h100(20, 64, 1).sub_tiles == 2        # 32: two of 16
+    assert _h100(10, 64, 1).sub_tiles == 1        # one tile of 16
+    assert _h100(100, 16, 1).sub_tiles == 2       # 128: two of 64

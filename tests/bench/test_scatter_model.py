@@ -117,18 +117,30 @@ def test_the_doc_table_is_the_models():
 def test_the_targets_are_met_and_missed_where_the_table_says_and_for_these_reasons():
     """The issue's targets for a sorted index: bytes <= 1.1 x and modeled time <= 1.25 x the
     ideal at every width. Bytes: met by every function at every width (the checks' one read of
-    the index brings the boundaries, the kernel writes max's empty groups). Time: missed at
-    every width: at F = 1 the checks' launch (the index is 2/3 of the ideal bytes) and the
-    segment kernel each take most of the ideal's time; at F = 16 and 64 the segment kernel is
-    step-bound in the tuner's model (4 KiB tiles, two programs per SM). These asserts pin the
-    misses; a fix turns them over."""
+    the index brings the boundaries, the kernel writes max's empty groups). Time: met at F = 16
+    and 64, where the segment kernel walks tiles of four 1,024-lane slices (16 KiB a step, two
+    programs per SM) and is no longer step-bound; missed at F = 1, where the checks' launch (the
+    index is 2/3 of the ideal bytes) and the kernel's are two launches, whose launch costs alone
+    leave less than the aim allows. These asserts pin both; a fix of F = 1 turns its over."""
     f1, f16, f64 = (_row("segment_coo", "sum", w) for w in C.WIDTHS)
     for width in C.WIDTHS:
         for reduce in C.GNN_REDUCES:
             assert _row("segment_coo", reduce, width).bytes_ratio <= 1.1
     assert f1.part_ratio("checks") == pytest.approx(8 * E / f1.ideal, rel=0.1)
-    for r in (f1, f16, f64):
-        assert r.time_ratio > 1.25
+    for width in (16, 64):
+        for reduce in C.GNN_REDUCES:
+            assert _row("segment_coo", reduce, width).time_ratio <= 1.25
+    # the kernel at widths 16 and 64 streams: within 10 % of its own bytes' time at the
+    # bandwidth, plus a launch
+    for r in (f16, f64):
+        kernel = next(step for step in r.steps if step.part == "kernel")
+        streaming = (kernel.dram / devices.H100.copy_bandwidth_bytes_per_s
+                     + devices.H100.launch_overhead_s)
+        assert kernel.seconds <= 1.1 * streaming
+    assert f1.time_ratio > 1.25
     assert f1.part_ratio("checks", "seconds") > 0.6 and f1.part_ratio("kernel", "seconds") > 0.6
-    assert f1.part_ratio("kernel", "seconds") < 1.25
-    assert f16.part_ratio("kernel", "seconds") > 2 and f64.part_ratio("kernel", "seconds") > 2
+    # even streaming at the bandwidth, the two launches miss it (docs/scatter.md: about 1.27 x)
+    floor = sum(step.dram / devices.H100.copy_bandwidth_bytes_per_s
+                + devices.H100.launch_overhead_s for step in f1.steps)
+    assert [step.part for step in f1.steps] == ["checks", "kernel"]
+    assert 1.25 < floor / f1.ideal_seconds < 1.3

@@ -28,6 +28,11 @@ CONFIGS = {
     # what a 1-D reduction runs on a GPU: 4 warps, ptxas free to take 255 registers
     "maxnreg": SegmentConfig(16, 1, chunk_tiles=2, window=2, boundary_block=8, num_warps=4,
                              fold_tiles=2, maxnreg=255),
+    # a reduction's tiles walked as slices (scans ignore sub_tiles): slices of 16 positions,
+    # segments crossing slices, tiles and chunks
+    "slices": SegmentConfig(32, 2, chunk_tiles=1, window=2, boundary_block=4, sub_tiles=2),
+    "slices in chunks": SegmentConfig(64, 4, chunk_tiles=2, window=2, boundary_block=8,
+                                      sub_tiles=4, fold_tiles=2),
 }
 OFFSETS = {   # axis length 61
     "random": segment_oracle.random_offsets(61, 9, seed=1),
@@ -340,6 +345,9 @@ def test_lengths_become_offsets_and_int32_is_accepted():
     (SegmentConfig(16, 1, maxnreg=300), r"config.maxnreg: 300 must be None or an int from 16"),
     (SegmentConfig(16, 1, maxnreg=True), r"config.maxnreg: True must be None or an int"),
     (SegmentConfig(16, 1, fold_tiles=3), r"config.fold_tiles: 3 must be a power of two"),
+    (SegmentConfig(64, 2, sub_tiles=3), r"config.sub_tiles: 3 must be a power of two"),
+    (SegmentConfig(32, 2, sub_tiles=4),
+     r"config.sub_tiles: 4 leaves slices of 8 positions; they must hold at least 16"),
 ])
 def test_bad_configs_are_refused_before_launch(config, message):
     x = torch.arange(6, dtype=torch.float32)

@@ -15,7 +15,8 @@ from tritonml_autotune import devices
 
 # an H100 with one SM: the segment kernel then splits an axis into 12 chunks, not 1,584
 ONE_SM = dataclasses.replace(devices.H100, name="one-SM H100", sms=1)
-ROWS, WIDTH, GROUPS = 1024, 16, 8
+# enough rows for more tiles (of 256 rows at width 16) than the one-SM GPU has programs
+ROWS, WIDTH, GROUPS = 4096, 16, 8
 
 
 def grouped_data(dtype):

@@ -37,6 +37,10 @@ the chunk where a segment ends (reduce) or each chunk of it (scan) reads the tai
   before it, the identity at a segment's first element. A chunk that must wait for a carry first
   folds its last segment to publish its tail (``_fold_span``: the whole chunk only when one
   segment spans it, a second read from L2), then scans the chunk from the carry.
+- SUB_TILES > 1 (reduce only): a tile is walked as SUB_TILES slices of SUB_AXIS positions: the
+  loads of every slice are issued first and the tile's boundaries read once, then each slice is
+  scanned from the carry of the one before and its ended segments written. A step has the whole
+  tile's bytes in flight and one slice's scan in registers.
 
 REVERSE traverses the axis from its end: tiles stay aligned in memory, the tile order flips and
 the in-tile scan runs backwards; a segment then starts at its last element.
@@ -52,8 +56,10 @@ import triton.language as tl
 from .combine import cast_state, scan_along
 from .lookback import STATE_AGGREGATE, STATUS_BASE, draw_chunk, publish, wait_counting
 from .scan import chain_bases, tile_of
-from .segment_bounds import BOUNDARY_SLACK, gallop_up, inside_one_segment, segment_near
-from .segment_tile import fold_tile, or_scalar, pick_row, running_or, segment_tile, store_scan
+from .segment_bounds import (BOUNDARY_SLACK, gallop_up, inside_one_segment, segment_near,
+                             tile_segments)
+from .segment_tile import (fold_tile, load_slices, or_scalar, pick_row, running_or, scan_rows,
+                           segment_tile, slice_flags, slice_rows, store_scan)
 
 
 @triton.jit
@@ -173,6 +179,41 @@ def _tail_window(published_ptrs, status_ptr, chain_first_slot, base, end, epoch_
 
 
 @triton.jit
+def _write_ended(out, inner_mask, running, segments, heads, ends, lengths, started, open_state,
+                 open_count, open_found, initial_value, MERGE: tl.constexpr,
+                 FINISH: tl.constexpr, STATE_DTYPE: tl.constexpr, FOLD_INITIAL: tl.constexpr,
+                 REVERSE: tl.constexpr, ROWS: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """A reduction's rows (a tile, or a slice of one) after their scan: write every segment
+    that ends in them and started in the walk (``started``: a head earlier in the walk), and
+    keep the walk's first segment's state and length where it ends here. Returns the updated
+    (open_state, open_count, open_found, started)."""
+    out_ptrs, out_offs, out_axis_strides = out
+    rows = tl.arange(0, ROWS)
+    own = or_scalar(running_or(heads, REVERSE), started)
+    counts = lengths[:, None]
+    results = running
+    if FOLD_INITIAL:
+        results = MERGE(((tl.zeros([ROWS, BLOCK_INNER], STATE_DTYPE[0])
+                          + initial_value).to(STATE_DTYPE[0]),), results)
+    outputs = FINISH(results, counts)
+    mask = (ends & own)[:, None] & inner_mask
+    for o in tl.static_range(len(out_ptrs)):
+        tl.store(out_ptrs[o] + out_offs[o] + segments[:, None] * out_axis_strides[o],
+                 outputs[o].to(out_ptrs[o].dtype.element_ty), mask=mask)
+    # the walk's first segment, where it ends here before any head of the walk
+    closing = ends & ~own
+    row = tl.max(tl.where(closing, rows, -1), 0)
+    found_here = row >= 0
+    picked = pick_row(running, tl.maximum(row, 0), BLOCK_INNER)
+    kept = ()
+    for c in tl.static_range(len(STATE_DTYPE)):
+        kept = kept + (tl.where(found_here, picked[c], open_state[c]),)
+    open_count = tl.where(found_here, tl.sum(tl.where(rows == row, lengths, 0), 0), open_count)
+    started = started | (tl.sum(heads.to(tl.int32), 0) > 0)
+    return kept, open_count, open_found | found_here, started
+
+
+@triton.jit
 def _chunk_walk(x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, known, carry,
                 carry_empty, load_from, axis_len, n_segments, initial_value,
                 PREPARE: tl.constexpr, MERGE: tl.constexpr, SEG_COMBINE: tl.constexpr,
@@ -182,7 +223,7 @@ def _chunk_walk(x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, 
                 HAS_INITIAL: tl.constexpr, FOLD_INITIAL: tl.constexpr,
                 EMPTY_INDEX: tl.constexpr, INDEX_64: tl.constexpr,
                 BLOCK_AXIS: tl.constexpr, BOUNDARY_BLOCK: tl.constexpr,
-                BLOCK_INNER: tl.constexpr):
+                BLOCK_INNER: tl.constexpr, SUB_TILES: tl.constexpr, SUB_AXIS: tl.constexpr):
     """Walk the traversal's tiles ``first_step`` to ``end_step - 1`` from ``carry``, reading the
     positions from ``load_from`` on in traversal order; ``known``: what ``tile_segments`` needs
     to know of the first tile (each later tile's comes from the tile before it).
@@ -193,8 +234,6 @@ def _chunk_walk(x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, 
 
     Returns (carry, open_state, open_count, open_found): the state of the last segment after the
     walk, and for reduce the walk's first segment's partial state, length and whether it ends."""
-    out_ptrs, out_offs, out_axis_strides = out
-    rows = tl.arange(0, BLOCK_AXIS)
     open_state = carry
     if INDEX_64:
         open_count = tl.zeros([], tl.int64)
@@ -208,49 +247,65 @@ def _chunk_walk(x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, 
     density = n_segments.to(tl.float32) / tl.maximum(axis_len, 1).to(tl.float32)
     width = (density * BLOCK_AXIS).to(tl.int32) + BOUNDARY_SLACK
     for step in range(first_step, end_step):
-        running, last, segments, heads, ends, lengths, positions, valid, next_known = \
-            segment_tile(x, out, inner_mask, offsets_ptr, tile_of(step, n_tiles, REVERSE),
-                         known, width, carry=carry, carry_empty=carry_empty,
-                         load_from=load_from, axis_len=axis_len, n_segments=n_segments,
-                         initial_value=initial_value, PREPARE=PREPARE, MERGE=MERGE,
-                         SEG_COMBINE=SEG_COMBINE, SEG_SCAN=SEG_SCAN, FINISH=FINISH,
-                         LOAD_DTYPE=LOAD_DTYPE,
-                         IDENTITY=IDENTITY, STATE_DTYPE=STATE_DTYPE, SCAN=SCAN,
-                         EXCLUSIVE=EXCLUSIVE, REVERSE=REVERSE, HAS_INITIAL=HAS_INITIAL,
-                         EMPTY_INDEX=EMPTY_INDEX, INDEX_64=INDEX_64, BLOCK_AXIS=BLOCK_AXIS,
-                         BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER)
-        own = or_scalar(running_or(heads, REVERSE), started)
-        if SCAN:
-            store_scan(out, positions, valid[:, None] & inner_mask, running)
+        if SUB_TILES > 1 and not SCAN:
+            # a reduction's tile in slices: the segments found and every slice's loads issued
+            # first, then the slices scanned and written one after another
+            tile_start = tile_of(step, n_tiles, REVERSE) * BLOCK_AXIS
+            if INDEX_64:
+                tile_start = tile_start.to(tl.int64)
+            loads = load_slices(x, tile_start, load_from, axis_len, inner_mask,
+                                SUB_TILES=SUB_TILES, SUB_AXIS=SUB_AXIS)
+            segments, firsts, lasts, lengths, next_known = tile_segments(
+                offsets_ptr, out, inner_mask, tile_start, known, width, axis_len, n_segments,
+                initial_value, FINISH=FINISH, IDENTITY=IDENTITY, STATE_DTYPE=STATE_DTYPE,
+                SCAN=SCAN, REVERSE=REVERSE, HAS_INITIAL=HAS_INITIAL, EMPTY_INDEX=EMPTY_INDEX,
+                BLOCK_AXIS=BLOCK_AXIS, BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER)
+            n_inputs: tl.constexpr = len(LOAD_DTYPE)
+            for k in tl.static_range(SUB_TILES):
+                positions = tile_start + k * SUB_AXIS + tl.arange(0, SUB_AXIS)
+                heads = slice_flags(firsts, k, SUB_TILES=SUB_TILES, SUB_AXIS=SUB_AXIS)
+                ends = slice_flags(lasts, k, SUB_TILES=SUB_TILES, SUB_AXIS=SUB_AXIS) \
+                    & (positions < axis_len)
+                running, last = scan_rows(
+                    loads[k * n_inputs:(k + 1) * n_inputs], positions, heads,
+                    (positions < axis_len) & (positions >= load_from), carry, carry_empty,
+                    SUB_AXIS - 1, PREPARE=PREPARE, SEG_COMBINE=SEG_COMBINE, SEG_SCAN=SEG_SCAN,
+                    LOAD_DTYPE=LOAD_DTYPE, IDENTITY=None, STATE_DTYPE=STATE_DTYPE,
+                    REVERSE=False, HOLES=False, ROWS=SUB_AXIS, BLOCK_INNER=BLOCK_INNER)
+                open_state, open_count, open_found, started = _write_ended(
+                    out, inner_mask, running, slice_rows(segments, k, SUB_TILES=SUB_TILES,
+                                                         SUB_AXIS=SUB_AXIS),
+                    heads, ends, slice_rows(lengths, k, SUB_TILES=SUB_TILES, SUB_AXIS=SUB_AXIS),
+                    started, open_state, open_count, open_found, initial_value, MERGE=MERGE,
+                    FINISH=FINISH, STATE_DTYPE=STATE_DTYPE, FOLD_INITIAL=FOLD_INITIAL,
+                    REVERSE=REVERSE, ROWS=SUB_AXIS, BLOCK_INNER=BLOCK_INNER)
+                carry = last
+                carry_empty = tl.zeros([], tl.int1)
         else:
-            counts = lengths[:, None]
-            results = running
-            if FOLD_INITIAL:
-                results = MERGE(((tl.zeros([BLOCK_AXIS, BLOCK_INNER], STATE_DTYPE[0])
-                                  + initial_value).to(STATE_DTYPE[0]),), results)
-            outputs = FINISH(results, counts)
-            mask = (ends & own)[:, None] & inner_mask
-            for o in tl.static_range(len(out_ptrs)):
-                tl.store(out_ptrs[o] + out_offs[o] + segments[:, None] * out_axis_strides[o],
-                         outputs[o].to(out_ptrs[o].dtype.element_ty), mask=mask)
-            # the walk's first segment, where it ends here before any head of the walk
-            closing = ends & ~own
-            row = tl.max(tl.where(closing, rows, -1), 0)
-            found_here = row >= 0
-            picked = pick_row(running, tl.maximum(row, 0), BLOCK_INNER)
-            kept = ()
-            for c in tl.static_range(len(STATE_DTYPE)):
-                kept = kept + (tl.where(found_here, picked[c], open_state[c]),)
-            open_state = kept
-            open_count = tl.where(found_here, tl.sum(tl.where(rows == row, lengths, 0), 0),
-                                  open_count)
-            open_found = open_found | found_here
-        carry = last
+            running, last, segments, heads, ends, lengths, positions, valid, next_known = \
+                segment_tile(x, out, inner_mask, offsets_ptr, tile_of(step, n_tiles, REVERSE),
+                             known, width, carry=carry, carry_empty=carry_empty,
+                             load_from=load_from, axis_len=axis_len, n_segments=n_segments,
+                             initial_value=initial_value, PREPARE=PREPARE, MERGE=MERGE,
+                             SEG_COMBINE=SEG_COMBINE, SEG_SCAN=SEG_SCAN, FINISH=FINISH,
+                             LOAD_DTYPE=LOAD_DTYPE,
+                             IDENTITY=IDENTITY, STATE_DTYPE=STATE_DTYPE, SCAN=SCAN,
+                             EXCLUSIVE=EXCLUSIVE, REVERSE=REVERSE, HAS_INITIAL=HAS_INITIAL,
+                             EMPTY_INDEX=EMPTY_INDEX, INDEX_64=INDEX_64, BLOCK_AXIS=BLOCK_AXIS,
+                             BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER)
+            if SCAN:
+                store_scan(out, positions, valid[:, None] & inner_mask, running)
+            else:
+                open_state, open_count, open_found, started = _write_ended(
+                    out, inner_mask, running, segments, heads, ends, lengths, started,
+                    open_state, open_count, open_found, initial_value, MERGE=MERGE,
+                    FINISH=FINISH, STATE_DTYPE=STATE_DTYPE, FOLD_INITIAL=FOLD_INITIAL,
+                    REVERSE=REVERSE, ROWS=BLOCK_AXIS, BLOCK_INNER=BLOCK_INNER)
+            carry = last
         carry_empty = tl.zeros([], tl.int1)
         held = tl.abs(next_known - known).to(tl.int32)
         width = held + held // 32 + BOUNDARY_SLACK
         known = next_known
-        started = started | (tl.sum(heads.to(tl.int32), 0) > 0)
     return carry, open_state, open_count, open_found
 
 
@@ -302,6 +357,7 @@ def segment_kernel(
     EMPTY_INDEX: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr,
     BOUNDARY_BLOCK: tl.constexpr, BLOCK_INNER: tl.constexpr, WINDOW: tl.constexpr,
     FOLD_TILES: tl.constexpr, COMMUTATIVE: tl.constexpr, PTR_TUPLES: tl.constexpr,
+    SUB_TILES: tl.constexpr,
 ):
     """One program per chunk of ``chunk_tiles`` tiles of one chain (an outer index x a block of
     BLOCK_INNER inner positions); grid = chains * cdiv(max(cdiv(axis_len, BLOCK_AXIS), 1),
@@ -311,6 +367,7 @@ def segment_kernel(
     if not PTR_TUPLES:  # one input and one output passed as plain pointers (see scan.py)
         x_ptrs, out_ptrs, published_ptrs = (x_ptrs,), (out_ptrs,), (published_ptrs,)
     n_tiles = tl.maximum(tl.cdiv(axis_len, BLOCK_AXIS), 1)
+    SUB_AXIS: tl.constexpr = BLOCK_AXIS // SUB_TILES   # a reduction's tile slices
     ticket, epoch_base, chain, chunk, n_chunks, first_step, end_step = draw_chunk(
         status_ptr, n_tiles, chunk_tiles, INDEX_64)
     chain_first_slot = ticket - chunk
@@ -397,7 +454,8 @@ def segment_kernel(
                         EXCLUSIVE=EXCLUSIVE, REVERSE=REVERSE, HAS_INITIAL=HAS_INITIAL,
                         FOLD_INITIAL=FOLD_INITIAL,
                         EMPTY_INDEX=EMPTY_INDEX, INDEX_64=INDEX_64, BLOCK_AXIS=BLOCK_AXIS,
-                        BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER)
+                        BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER,
+            SUB_TILES=SUB_TILES, SUB_AXIS=SUB_AXIS)
     elif inside:
         # Nothing to find or write: fold in larger tiles, publish, and leave the segment's
         # result to the chunk where it ends.
@@ -421,7 +479,8 @@ def segment_kernel(
             SCAN=SCAN, EXCLUSIVE=EXCLUSIVE, REVERSE=REVERSE, HAS_INITIAL=HAS_INITIAL,
             FOLD_INITIAL=FOLD_INITIAL,
             EMPTY_INDEX=EMPTY_INDEX, INDEX_64=INDEX_64, BLOCK_AXIS=BLOCK_AXIS,
-            BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER)
+            BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER,
+            SUB_TILES=SUB_TILES, SUB_AXIS=SUB_AXIS)
         if chunk != n_chunks - 1:
             publish(published_ptrs, status_ptr, ticket, tail, epoch_base + STATE_AGGREGATE,
                     BLOCK_INNER)

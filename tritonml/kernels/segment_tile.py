@@ -185,13 +185,11 @@ def segment_tile(x, out, inner_mask, offsets_ptr, tile, known, width, carry, car
         last_xs = _load_xs(x, last_position, last_read[:, None] & inner_mask)
     xs = _load_xs(x, read, loaded[:, None] & inner_mask)
     # (EXCLUSIVE: the rows not read, each segment's first, hold the identity)
-    scanned = _scan_cut(xs, read, heads, loaded, PREPARE=PREPARE, SEG_SCAN=SEG_SCAN,
-                        LOAD_DTYPE=LOAD_DTYPE, IDENTITY=IDENTITY, STATE_DTYPE=STATE_DTYPE,
-                        REVERSE=REVERSE, HOLES=EXCLUSIVE, BLOCK_AXIS=BLOCK_AXIS,
-                        BLOCK_INNER=BLOCK_INNER)
-    running = _from_carry(scanned, carry, carry_empty, SEG_COMBINE=SEG_COMBINE,
-                          STATE_DTYPE=STATE_DTYPE, BLOCK_AXIS=BLOCK_AXIS, BLOCK_INNER=BLOCK_INNER)
-    last = pick_row(running, end_row, BLOCK_INNER)
+    running, last = scan_rows(xs, read, heads, loaded, carry, carry_empty, end_row,
+                              PREPARE=PREPARE, SEG_COMBINE=SEG_COMBINE, SEG_SCAN=SEG_SCAN,
+                              LOAD_DTYPE=LOAD_DTYPE, IDENTITY=IDENTITY, STATE_DTYPE=STATE_DTYPE,
+                              REVERSE=REVERSE, HOLES=EXCLUSIVE, ROWS=BLOCK_AXIS,
+                              BLOCK_INNER=BLOCK_INNER)
     if EXCLUSIVE:
         # (no scan of one row: Triton 3.6's layout pass fails on it)
         own = _prepare_states(last_xs, last_position, last_read, PREPARE=PREPARE,
@@ -226,3 +224,50 @@ def fold_tile(x, inner_mask, tile, load_from, axis_len, PREPARE: tl.constexpr,
                         STATE_DTYPE=STATE_DTYPE, REVERSE=REVERSE, HOLES=False,
                         BLOCK_AXIS=BLOCK_AXIS, BLOCK_INNER=BLOCK_INNER)
     return pick_row(scanned[:len(STATE_DTYPE)], end_row, BLOCK_INNER)
+
+
+@triton.jit
+def slice_rows(values, k, SUB_TILES: tl.constexpr, SUB_AXIS: tl.constexpr):
+    """Positions k * SUB_AXIS to (k + 1) * SUB_AXIS - 1 of an integer vector of
+    SUB_TILES * SUB_AXIS, as [SUB_AXIS]: a select and a sum over the SUB_TILES rows of its
+    [SUB_TILES, SUB_AXIS] view (Triton has no slicing of tensors)."""
+    grid = tl.reshape(values, [SUB_TILES, SUB_AXIS])
+    at = tl.arange(0, SUB_TILES)[:, None] == k
+    return tl.sum(tl.where(at, grid, tl.zeros_like(grid)), 0)
+
+
+@triton.jit
+def slice_flags(flags, k, SUB_TILES: tl.constexpr, SUB_AXIS: tl.constexpr):
+    """``slice_rows`` of a flag vector."""
+    return slice_rows(flags.to(tl.int32), k, SUB_TILES=SUB_TILES, SUB_AXIS=SUB_AXIS) > 0
+
+
+@triton.jit
+def load_slices(x, tile_start, load_from, axis_len, inner_mask, SUB_TILES: tl.constexpr,
+                SUB_AXIS: tl.constexpr):
+    """The inputs' elements of a tile's SUB_TILES slices of SUB_AXIS positions, every load
+    issued before any is used: a tuple, slice-major (slice k's inputs at k * len(x's pointers)).
+    Positions before ``load_from`` or past the axis are not read."""
+    loads = ()
+    for k in tl.static_range(SUB_TILES):
+        positions = tile_start + k * SUB_AXIS + tl.arange(0, SUB_AXIS)
+        loaded = (positions < axis_len) & (positions >= load_from)
+        loads = loads + _load_xs(x, positions, loaded[:, None] & inner_mask)
+    return loads
+
+
+@triton.jit
+def scan_rows(xs, positions, heads, kept, carry, carry_empty, end_row, PREPARE: tl.constexpr,
+              SEG_COMBINE: tl.constexpr, SEG_SCAN: tl.constexpr, LOAD_DTYPE: tl.constexpr,
+              IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr, REVERSE: tl.constexpr,
+              HOLES: tl.constexpr, ROWS: tl.constexpr, BLOCK_INNER: tl.constexpr):
+    """ROWS rows of loaded elements ``xs`` at ``positions`` (a tile, or a slice of one),
+    scanned in traversal order from ``carry`` with a segment starting at each of ``heads``
+    (HOLES: the rows not ``kept`` hold the identity): each row's running state and the state at
+    ``end_row``, where traversal leaves the rows (components [1, BLOCK_INNER])."""
+    scanned = _scan_cut(xs, positions, heads, kept, PREPARE=PREPARE, SEG_SCAN=SEG_SCAN,
+                        LOAD_DTYPE=LOAD_DTYPE, IDENTITY=IDENTITY, STATE_DTYPE=STATE_DTYPE,
+                        REVERSE=REVERSE, HOLES=HOLES, BLOCK_AXIS=ROWS, BLOCK_INNER=BLOCK_INNER)
+    running = _from_carry(scanned, carry, carry_empty, SEG_COMBINE=SEG_COMBINE,
+                          STATE_DTYPE=STATE_DTYPE, BLOCK_AXIS=ROWS, BLOCK_INNER=BLOCK_INNER)
+    return running, pick_row(running, end_row, BLOCK_INNER)

@@ -235,6 +235,7 @@ def _segment_work(shape: tuple, out_shape: tuple, axis: int, x_strides: tuple,
                 BLOCK_INNER=block_inner, WINDOW=config.window, FOLD_TILES=config.fold_tiles,
                 COMMUTATIVE=commutative,
                 PTR_TUPLES=len(x_strides) > 1 or len(out_strides) > 1 or len(state_dtypes) > 1,
+                SUB_TILES=1 if scan else config.sub_tiles,
                 num_warps=config.num_warps)
     if config.maxnreg is not None:
         meta["maxnreg"] = config.maxnreg
