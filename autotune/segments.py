@@ -15,8 +15,8 @@ from .heuristics import _choose_for, next_pow2
 
 # A chunk inside one segment folds its tiles several at a time (``FOLD_TILES``), so a chunk
 # holding a boundary takes longer than the rest: short chunks keep the slowest one close to the
-# average. A multiple of the programs an SM holds at once (three of the 1-D reductions, three or
-# four of the 1-D scans, tritonml/bench/segment_model.py) leaves no partial last wave.
+# average. A multiple of the programs an SM holds at once (two or three of the 1-D reductions,
+# three or four of the 1-D scans, tritonml/bench/segment_model.py) leaves no partial last wave.
 PROGRAMS_PER_SM = {"scan": 12, "reduce": 12}
 # Lanes of one tile: 1024 (4 lanes a thread at 8 warps, 8 at the 1-D reductions' 4) for states
 # of one 8-byte component, half as many for wider states; 2048 lanes at 8 warps spilled hundreds
@@ -30,8 +30,10 @@ FOLD_TILES = 4
 NUM_WARPS = 8
 # A reduction of one-lane-wide tiles (the segmented axis with one inner position, a 1-D x) runs
 # 4 warps (8 lanes a thread) and lets ptxas take the registers it needs (``maxnreg`` 255): about
-# 160 a thread, three programs of 3,072 lanes per SM without spills, where 8 warps at about 110
-# hold two of 2,048, and ptxas held 4 warps to 128 with spills (tests/kernels/test_segment_compile.py).
+# 160 a thread where a program takes one tile, three programs of 1,024 lanes per SM without
+# spills; 177 where it walks several (Triton 3.9's sm_90; 255 on 3.6), two, as 8 warps at about
+# 110 hold; ptxas held 4 warps to 128 with spills, and a cap of 168 for three spills
+# (tests/kernels/test_segment_compile.py, docs/segments.md).
 REDUCE_1D_WARPS = 4
 REDUCE_1D_MAXNREG = 255
 MAX_BLOCK_INNER = 64

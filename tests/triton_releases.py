@@ -39,9 +39,9 @@ def allowed_chunked_stack(record) -> bool:
             and record["local_accesses_in_loops"] <= CHUNKED_LOOP_ACCESSES)
 
 
-# The segment kernel's SUM reduction of a 1-D float32 x takes ptxas's 255 registers on sm_90
-# (3.9: 158, what the time model charges): two programs of 4 warps per SM instead of three; its
-# forward sum scan 128 (3.9: 64): two programs per SM instead of four. Segmented ops of a 1-D x
-# run slower on 3.6 than the model says.
+# The segment kernel's SUM reduction of a 1-D float32 x, a program walking several tiles, takes
+# ptxas's 255 registers on sm_90 (3.9: 177, what the time model charges; two programs of 4
+# warps per SM either way); its forward sum scan 128 (3.9: 64): two programs per SM instead of
+# four. Segmented scans of a 1-D x run slower on 3.6 than the model says.
 SEGMENT_FLAT_SUM_REGISTERS_SM90 = 255
 SEGMENT_FLAT_SCAN_REGISTERS_SM90 = 128
