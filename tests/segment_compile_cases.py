@@ -20,7 +20,11 @@ from tritonml_autotune import devices
 # (name, shape, axis): segments along one contiguous axis (a [1024, 1] tile), along the contiguous
 # axis of many rows (a [16, 64] tile whose inner dim is the rows), and along a strided axis
 LAYOUTS = {"flat": ((1 << 20,), 0), "rows": ((64, 1 << 16), 1),
-           "columns": ((1 << 14, 256), 0)}
+           "columns": ((1 << 14, 256), 0), "flat walk": ((1 << 22,), 0)}
+# The flat layouts a 1-D x takes: 2^20 elements are one tile a program on an H100 (``chunk_tiles``
+# 1, which Triton specializes as a constant: the walk has no loop); 2^22 are several, the loop
+# live, as every larger x runs (a reduction's walk holds more registers than the one tile)
+FLAT_LAYOUTS = ("flat", "flat walk")
 # Every function on float32 (a float64 state); the other dtype classes (a half type's float32
 # state, integers' 64-bit one) on a few; the strided-axis tile on a few more.
 REDUCE_DTYPES = (torch.float32,)
@@ -50,7 +54,7 @@ def segment_launches(layouts=tuple(LAYOUTS)) -> list:
     for layout in layouts:
         shape, axis = LAYOUTS[layout]
         offsets = torch.tensor([0, 5, 5, shape[axis] // 2, shape[axis]], dtype=torch.int64)
-        rows = layout in ("flat", "rows")
+        rows = layout in FLAT_LAYOUTS + ("rows",)
         dtypes = tuple(dict.fromkeys(REDUCE_DTYPES + tuple(d for _, d in ROW_CASES + COLUMN_CASES)))
         for record, dtype in itertools.product(RECORDS.values(), dtypes):
             case = (record.name, dtype)

@@ -15,10 +15,11 @@ import pytest
 import torch
 
 import tritonml
-from tests.segment_compile_cases import group_launches, segment_launches
+from tests.segment_compile_cases import FLAT_LAYOUTS, group_launches, segment_launches
 from tritonml.bench import segment_model
 from tritonml.bench.gpu_compile import compile_in_subprocess
 from tritonml.kernels.segment import segment_kernel
+from tritonml_autotune.compiled import SPILL_TOLERANCE_BYTES
 from tritonml_autotune.registers import occupancy_caps, spill_free_maxnreg
 from tests import triton_releases
 from tests.timing import limit
@@ -81,10 +82,13 @@ def test_every_segment_specialization_compiles_for_sm80_and_sm90(compiled_segmen
 
 
 def test_segment_kernels_compile_without_spills_on_sm80_and_sm90(compiled_segments):
+    """No spills, but the one 8-byte value ptxas may keep in the stack frame outside any loop
+    (``compiled.SPILL_TOLERANCE_BYTES``, as the look-back's narrow types): Triton 3.6 does so
+    for the walking 1-D bfloat16 ARGMAX on sm_90 at 255 registers."""
     spilling = [(r["case"], r["arch"], r.get("registers"), r.get("guard_cap"),
                  r.get("stack_bytes"), r.get("local_accesses_in_loops"))
                 for r in compiled_segments
-                if _spilled(r) or r.get("local_accesses_in_loops", 0)]
+                if _spilled(r) > SPILL_TOLERANCE_BYTES or r.get("local_accesses_in_loops", 0)]
     assert not spilling, spilling[:5]
 
 
@@ -119,7 +123,7 @@ def _widest_load_bits(result) -> int:
 
 def test_segment_rows_load_128_bit_vectors_on_sm80_and_sm90(compiled_segments):
     narrow = [(r["case"], r["arch"], r["max_load_bits"]) for r in compiled_segments
-              if r["case"]["layout"] in ("flat", "rows")
+              if r["case"]["layout"] in FLAT_LAYOUTS + ("rows",)
               and r["max_load_bits"] < _widest_load_bits(r)]
     assert not narrow, narrow[:5]
 
@@ -127,19 +131,18 @@ def test_segment_rows_load_128_bit_vectors_on_sm80_and_sm90(compiled_segments):
 def test_the_time_model_charges_the_registers_these_compile_to(compiled_segments):
     """tritonml/bench/segment_model.py sets programs per SM from the sm_90 registers of a 1-D
     float32 x's SUM reduction and forward sum scan, both as they launch (the scan at ptxas's own
-    choice, no guard cap). The reduction's is a program's that walks several tiles (2^22
-    elements, as every size the model tables has): the one-tile program of the flat layout
-    (2^20 on an H100) has no loop and compiles to fewer."""
-    def flat_sm90(op, **case):
+    choice, no guard cap). The reduction's is a program's that walks several tiles ("flat
+    walk", as at every size the model's tables have): the one-tile program has no loop and
+    compiles to fewer."""
+    def flat_sm90(op, layout="flat", **case):
         return next(r for r in compiled_segments
-                    if r["arch"] == 90 and r["case"]["layout"] == "flat"
+                    if r["arch"] == 90 and r["case"]["layout"] == layout
                     and r["case"]["op"] == op and r["case"]["dtype"] == "torch.float32"
                     and all(r["case"].get(k) == v for k, v in case.items()))
 
-    walking = [d for d in group_launches()
-               if d["case"]["layout"] == "width 1" and d["case"]["op"] == "group SUM"]
-    assert walking[0]["args"][segment_kernel.arg_names.index("chunk_tiles")] > 1
-    reduction, = compile_in_subprocess(walking, archs=(90,), timeout=limit(1800))
+    walk = next(d for d in segment_launches(("flat walk",)) if d["case"]["op"] == "SUM")
+    assert walk["args"][segment_kernel.arg_names.index("chunk_tiles")] > 1
+    reduction = flat_sm90("SUM", layout="flat walk")
     scan = flat_sm90("sum", reverse=False, exclusive=False)
     assert reduction["registers"] == (triton_releases.SEGMENT_FLAT_SUM_REGISTERS_SM90
                                       if triton_releases.BEFORE_3_8
