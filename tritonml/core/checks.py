@@ -143,15 +143,49 @@ def overlaps(a: torch.Tensor, b: torch.Tensor, spans=None) -> bool:
     return a0 < b0 + b_bytes and b0 < a0 + a_bytes
 
 
-def has_internal_overlap(t: torch.Tensor) -> bool:
-    """True when two indices of ``t`` address the same element (stride 0, or strides that collide)."""
-    dims = sorted((st, s) for s, st in zip(t.shape, t.stride()) if s > 1)
+# Interleaved strides (a stride below what the smaller strides' dimensions span) may still give
+# every index its own element ([2, 3] at strides (3, 2): 0, 2, 4, 3, 5, 7); up to this many
+# elements that is decided exactly by listing the addresses, beyond it such a layout counts as
+# overlapping (no index collides in it that the listing would miss; some valid ones are refused).
+EXACT_OVERLAP_ELEMENTS = 1 << 16
+
+
+def first_overlapping_dim(sizes: Sequence[int], strides: Sequence[int]) -> int | None:
+    """The first dimension (by stride, smallest first) whose elements land on memory that other
+    indices address too, or None when every index has its own element. Dimensions nested by
+    their strides are decided by one walk; interleaved ones by listing every address
+    (``EXACT_OVERLAP_ELEMENTS`` at most; beyond it the interleaved dimension is named)."""
+    dims = sorted((st, s, i) for i, (s, st) in enumerate(zip(sizes, strides)) if s > 1)
     reach = 1  # elements spanned by the dimensions already placed, innermost first
-    for stride, size in dims:
+    for stride, size, i in dims:
         if stride < reach:
-            return True
+            if stride == 0 or _element_count(sizes) > EXACT_OVERLAP_ELEMENTS:
+                return i
+            return i if _addresses_collide(sizes, strides) else None
         reach = stride * (size - 1) + reach
-    return False
+    return None
+
+
+def _element_count(sizes: Sequence[int]) -> int:
+    count = 1
+    for size in sizes:
+        count *= int(size)
+    return count
+
+
+def _addresses_collide(sizes: Sequence[int], strides: Sequence[int]) -> bool:
+    addresses = numpy.zeros((), dtype=numpy.int64)
+    for size, stride in zip(sizes, strides):
+        addresses = (addresses[..., None]
+                     + numpy.arange(int(size), dtype=numpy.int64) * int(stride))
+    flat = addresses.reshape(-1)
+    return numpy.unique(flat).size != flat.size
+
+
+def has_internal_overlap(t: torch.Tensor) -> bool:
+    """True when two indices of ``t`` address the same element (stride 0, or strides that
+    collide; ``first_overlapping_dim``)."""
+    return first_overlapping_dim(t.shape, t.stride()) is not None
 
 
 def check_out_grad(out: torch.Tensor, x: torch.Tensor, name: str = "out") -> None:

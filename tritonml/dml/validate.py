@@ -8,8 +8,9 @@ constraints between its fields (axis in range, output sizes and data type).
 from __future__ import annotations
 
 import math
-from typing import List, Optional, Sequence
+from typing import List, Optional
 
+from ..core.checks import first_overlapping_dim
 from ..core.shapes import reduced_shape
 from .descs import OPERATOR_CLASSES, SCAN_DESCS, OperatorDesc, TensorDesc
 from .enums import (DEFAULT_FEATURE_LEVEL, DIMENSION_COUNT_MAX, MAX_ELEMENT_COUNT, UINT32_MAX,
@@ -76,23 +77,6 @@ def tensor_problems(t: TensorDesc, path: str, *, is_output: bool) -> List[Proble
     if is_output and t._addressing_is_sound():
         problems.extend(_output_overlap_problems(t, path))
     return problems
-
-
-def first_overlapping_dim(sizes: Sequence[int], strides: Sequence[int]) -> Optional[int]:
-    """The first dimension (innermost first) whose elements land on memory that other indices
-    address too, or None when every index has its own element.
-
-    The walk of ``tritonml.core.checks.has_internal_overlap``, on sizes and strides instead of a
-    tensor (a desc has no tensor yet), returning the dimension so that the problem can name its
-    stride.
-    """
-    dims = sorted((st, s, i) for i, (s, st) in enumerate(zip(sizes, strides)) if s > 1)
-    reach = 1  # elements spanned by the dimensions already placed, innermost first
-    for stride, size, i in dims:
-        if stride < reach:
-            return i
-        reach = stride * (size - 1) + reach
-    return None
 
 
 def _output_overlap_problems(t: TensorDesc, path: str) -> list:
