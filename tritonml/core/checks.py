@@ -3,6 +3,7 @@ where (axis, axes, flags, ``out``) are read. Every check raises before anything 
 written, with a message that starts with the parameter's name."""
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Sequence
 
@@ -159,18 +160,11 @@ def first_overlapping_dim(sizes: Sequence[int], strides: Sequence[int]) -> int |
     reach = 1  # elements spanned by the dimensions already placed, innermost first
     for stride, size, i in dims:
         if stride < reach:
-            if stride == 0 or _element_count(sizes) > EXACT_OVERLAP_ELEMENTS:
+            if stride == 0 or math.prod(int(n) for n in sizes) > EXACT_OVERLAP_ELEMENTS:
                 return i
             return i if _addresses_collide(sizes, strides) else None
         reach = stride * (size - 1) + reach
     return None
-
-
-def _element_count(sizes: Sequence[int]) -> int:
-    count = 1
-    for size in sizes:
-        count *= int(size)
-    return count
 
 
 def _addresses_collide(sizes: Sequence[int], strides: Sequence[int]) -> bool:
