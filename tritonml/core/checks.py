@@ -146,8 +146,8 @@ def overlaps(a: torch.Tensor, b: torch.Tensor, spans=None) -> bool:
 
 # Interleaved strides (a stride below what the smaller strides' dimensions span) may still give
 # every index its own element ([2, 3] at strides (3, 2): 0, 2, 4, 3, 5, 7); up to this many
-# elements that is decided exactly by listing the addresses, beyond it such a layout counts as
-# overlapping (no index collides in it that the listing would miss; some valid ones are refused).
+# elements that is decided exactly by listing the addresses; beyond it such a layout counts as
+# overlapping, so some layouts without a collision are refused, and none with one passes.
 EXACT_OVERLAP_ELEMENTS = 1 << 16
 
 
