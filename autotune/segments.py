@@ -60,16 +60,18 @@ MAX_WINDOW_CHUNKS = 256
 
 
 def segment_config(axis_len: int, inner_len: int, outer_len: int, state_bytes: int,
-                   device_type: str, device=None, *, scan: bool = False) -> SegmentConfig:
+                   device_type: str, device=None, *, scan: bool = False,
+                   slices: bool = True) -> SegmentConfig:
     """The config of a segmented scan (``scan``) or reduction along an axis of ``axis_len``
     positions with ``inner_len`` inner positions and ``outer_len`` outer positions, for a state
-    of ``state_bytes`` per element."""
+    of ``state_bytes`` per element; ``slices``: a reduction's wide tiles may go in slices (not
+    where the segments come from ids, whose tiles are whole)."""
     block_inner = min(next_pow2(inner_len), MAX_BLOCK_INNER)
     chains = outer_len * -(-inner_len // block_inner)
     lanes = TILE_LANES if state_bytes < 16 else TILE_LANES // 2
     block_axis = max(16, min(lanes // block_inner, next_pow2(max(axis_len, 1))))
     sub_tiles = 1
-    if not scan and block_inner > 1 and state_bytes <= SUB_TILE_STATE_BYTES:
+    if not scan and slices and block_inner > 1 and state_bytes <= SUB_TILE_STATE_BYTES:
         sub_tiles = max(1, min(SUB_TILES, next_pow2(max(axis_len, 1)) // block_axis))
         block_axis *= sub_tiles
     tiles = max(1, -(-axis_len // block_axis))

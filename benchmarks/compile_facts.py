@@ -31,7 +31,7 @@ from tritonml.core.dtypes import ACC_TORCH_DTYPE
 from tritonml.launchers.reduce import ReduceFunction, reduce_axes
 from tritonml.records.builtin_reductions import RECORDS
 from tritonml.launchers.scan import SUM, cumulative_scan
-from tritonml.launchers.segment import segment_reduce_axis, segment_scan_axis
+from tritonml.launchers.segment import segment_reduce_axis, segment_reduce_ids, segment_scan_axis
 from tritonml.records.builtin_reductions import record_of
 from tritonml.runtime import trace as _trace
 from tritonml_autotune import compiled, devices, spaces
@@ -144,6 +144,13 @@ def _segment_launches(dtype):
             yield "segment_reduce", state, launch
         yield "segment_scan", "value", forward
         yield "segment_scan", "value", backward
+        if len(shape) == 1:   # segments from a sorted index (segment_coo's one pass)
+            ids = torch.zeros(shape[axis], dtype=torch.int64)
+            with devices.targeting("H100"), _trace.record(execute=False) as rec:
+                for function in REDUCE_FUNCTIONS.values():
+                    segment_reduce_ids(x, record_of(function), ids, 4, axis)
+            for state, launch in zip(REDUCE_FUNCTIONS, rec.launches):
+                yield "segment_reduce_ids", state, launch
 
 
 def launches(kernels=None):

@@ -3,8 +3,8 @@
 
 Each case builds a GNN-like aggregation (edges into nodes, power-law in-degrees, some nodes with
 no edge, one case of every edge into one node) and runs tritonml's forms on the device:
-``segment_coo`` on the sorted index (the checks' one pass writes the boundaries), ``scatter`` on
-a shuffled copy (sorted on the device), ``scatter_max`` (values and positions), ``index_add``,
+``segment_coo`` on the sorted index (at width 1 the segment kernel reads the index itself, in
+one launch; wider, the checks' pass writes the boundaries), ``scatter`` on a shuffled copy (sorted on the device), ``scatter_max`` (values and positions), ``index_add``,
 ``scatter_reduce`` with an index that differs across the features (one key per element), and
 ``bincount`` with weights. Each is compared with numpy (float64, or exact integers wrapping as
 C does) within the accuracy docs/scatter.md states: a float group's sum is its sum accumulated
@@ -13,7 +13,8 @@ and integers are exact. Each runs twice, every fresh allocation poisoned with an
 (``gpu_check_segments._poisoned_allocations``), and the two results must have the same bits:
 determinism, and nothing left unwritten. The shuffled ``scatter`` must also give the bits of
 ``segment_coo`` on the sorted index, the shuffle keeping each group's order: the stable sort
-brings back the same sequence, so the same tree folds it.
+brings back the same sequence, so the same tree folds it (at width 1, from boundaries there and
+from the ids here).
 """
 from __future__ import annotations
 

@@ -124,4 +124,16 @@ def group_launches() -> list:
             descriptions += _record(
                 lambda: S.segment_reduce_axis(x, record_of(name), offsets, axis, empty=empty),
                 dict(layout=layout, op=f"group {name} empty", dtype=str(x.dtype)))
+    # segment_coo's one pass: the segments from the sorted index itself, width 1
+    shape, axis = GROUP_LAYOUTS["width 1"]
+    x = torch.empty(shape, dtype=torch.float32)
+    ids = torch.zeros(shape[axis], dtype=torch.int64)
+    calls = tuple((n, i, None) for n, i in GROUP_FUNCTIONS) + \
+        tuple((n, None, e) for n, e in GROUP_EMPTY)
+    for name, initial, empty in calls:
+        descriptions += _record(
+            lambda: S.segment_reduce_ids(x, record_of(name), ids, 1 << 18, axis,
+                                         initial=initial, empty=empty),
+            dict(layout="width 1 ids", op=f"group {name}" + (" empty" if empty is not None
+                                                               else ""), dtype=str(x.dtype)))
     return descriptions

@@ -51,6 +51,9 @@ def test_the_counted_pipeline_is_the_models_step_for_step(name, reduce):
     got = [(w.op, w.bytes) for w in trace.torch_work]
     assert got == want
     assert prepared.ideal_bytes == M.ideal_bytes(case)
+    if M.one_pass(case):
+        _check_one_pass(trace, steps, size)
+        return
     # two launches: the checks' index_bounds_kernel, then the segment kernel
     assert [k.name for k in trace.kernels] == [s.op for s in steps if s.is_kernel] == [
         M.BOUNDS_KERNEL, M.SEGMENT_KERNEL]
@@ -80,3 +83,25 @@ def test_the_counted_pipeline_is_the_models_step_for_step(name, reduce):
     assert kernel.atomic_bytes <= MAX_ATOMIC_SHARE * modeled.counted   # status words
     assert trace.by_region("input")["load"] == (0 if entry.scatter not in M.C.SORTED_FORMS
                                                 else size.elements * size.width * 4)
+
+
+def _check_one_pass(trace, steps, size) -> None:
+    """segment_coo over rows one value wide: one launch, the segment kernel reading the index
+    itself, once from memory (its views one element before and after, each chunk's search back
+    for where its first group starts, and a chunk's check of the ids its fold does not read,
+    from cache: within the model's ``l2``), src and the result once, each program's facts and
+    published state."""
+    assert [k.name for k in trace.kernels] == [s.op for s in steps if s.is_kernel] == [
+        M.SEGMENT_KERNEL]
+    (kernel,), (modeled,) = trace.kernels, steps
+    e = size.elements
+    assert trace.distinct_bytes("index", "load") == 8 * e
+    index_reread = kernel.regions["index"]["load"] - 8 * e
+    assert 0 <= index_reread <= modeled.l2
+    other_reread = trace.by_region("other")["load"] - trace.distinct_bytes("other", "load")
+    assert 0 <= other_reread <= MAX_BOUNDARY_REREAD * modeled.counted
+    moved = kernel.load_bytes + kernel.store_bytes - index_reread - other_reread
+    published = modeled.counted - M.ideal_bytes(M.Case("segment_coo", "sum", size))
+    assert modeled.counted - published <= moved <= KERNEL_BOUND * modeled.counted
+    assert kernel.atomic_bytes <= MAX_ATOMIC_SHARE * modeled.counted   # status words
+    assert trace.by_region("input")["load"] == size.elements * size.width * 4

@@ -101,7 +101,8 @@ def test_scatter_group_reductions_compile_without_spills_on_sm80_and_sm90():
     spilling = [(r["case"], r["arch"], r.get("registers"), r.get("guard_cap"))
                 for r in compiled if _spilled(r) or r.get("local_accesses_in_loops", 0)]
     assert not spilling, spilling[:5]
-    assert {r["case"]["layout"] for r in compiled} == {"width 1", "width 16", "width 64"}
+    assert {r["case"]["layout"] for r in compiled} == {"width 1", "width 16", "width 64",
+                                                      "width 1 ids"}
 
 
 def test_register_caps_keep_most_specializations_at_ptxas_choice(compiled_segments):

@@ -159,31 +159,38 @@ def offset_steps(elements: int, groups: int, key_bytes: int, device=devices.H100
                         elements * key_bytes + q * key_bytes + q * b, device=device)]
 
 
-def kernel_step(counts: np.ndarray, width: int, function: str, device=devices.H100) -> Step:
+def kernel_step(counts: np.ndarray, width: int, function: str, device=devices.H100, *,
+                one_pass: bool = False) -> Step:
     """The segment kernel over groups of ``counts`` rows of ``width`` float32 values (int64
     boundaries), at the config it takes on ``device``: the group reductions take the H100's
     (``scatter_groups.GROUP_TARGET``) on every device, the interpreter's included, so
     ``counted`` is the launch's own bytes (src, the result and the boundaries once, and each
     program's published chunk states); ``l2``: the look-back's reads of those states, at most
     each once (their re-reads apart), from L2, as the tuner's model has them; the status words'
-    atomics are in neither."""
+    atomics are in neither. ``one_pass``: the segments come from the sorted int64 index itself
+    (``segment_coo``'s one pass): the index once instead of the boundaries, each program's facts
+    written, and the index's views one element before and after in ``l2``."""
     launch, config, _, ideal, seconds = segment_model.kernel_launch(
         counts, "reduce", device, inner=width, element_bytes=VALUE_BYTES,
-        state_bytes=STATE_BYTES[function], registers=kernel_registers(counts, width, device),
-        boundary_bytes=BOUNDARY_BYTES)
+        state_bytes=STATE_BYTES[function],
+        registers=kernel_registers(counts, width, device, one_pass=one_pass),
+        boundary_bytes=BOUNDARY_BYTES, ids_bytes=INDEX_BYTES if one_pass else 0)
     return Step("kernel", SEGMENT_KERNEL, int(launch.bytes_moved), launch.bytes_moved, seconds,
-                l2=launch.bytes_moved - ideal)
+                l2=launch.bytes_moved - ideal + launch.l2_bytes)
 
 
-def kernel_registers(counts: np.ndarray, width: int, device=devices.H100) -> int:
+def kernel_registers(counts: np.ndarray, width: int, device=devices.H100, *,
+                     one_pass: bool = False) -> int:
     """sm_90's registers per thread of the segment reduction at the config ``device`` gets
-    (autotune/tables/compiled.json, the float32 SUM state class)."""
+    (autotune/tables/compiled.json, the float32 SUM state class; ``one_pass``: from ids)."""
     launch, config, *_ = segment_model.kernel_launch(counts, "reduce", device, inner=width,
-                                                     registers=0)
-    usage = compiled.usage("segment_reduce", "value", "float32", device.arch,
+                                                     registers=0,
+                                                     ids_bytes=INDEX_BYTES if one_pass else 0)
+    kernel = "segment_reduce_ids" if one_pass else "segment_reduce"
+    usage = compiled.usage(kernel, "value", "float32", device.arch,
                            launch.tile_elements, config.num_warps)
     if usage is None:
-        raise LookupError(f"autotune/tables/compiled.json has no segment_reduce tile of "
+        raise LookupError(f"autotune/tables/compiled.json has no {kernel} tile of "
                           f"{launch.tile_elements} elements at {config.num_warps} warps for "
                           f"sm_{device.arch}")
     return usage.registers
@@ -204,9 +211,17 @@ def finish_steps(case: Case, counts: np.ndarray, device=devices.H100) -> list:
     return []
 
 
+def one_pass(case: Case) -> bool:
+    """Whether the case runs as one launch of the segment kernel reading the sorted index itself
+    (tritonml/torch_ops/scatter_one_pass.py): ``segment_coo`` over rows one value wide."""
+    return case.form == "segment_coo" and case.sizes.width == 1
+
+
 def steps(case: Case, counts: np.ndarray, device=devices.H100) -> list:
     """Every step of ``case``'s pipeline, in order, for groups of ``counts`` elements each."""
     s = case.sizes
+    if one_pass(case):
+        return [kernel_step(counts, s.width, kernel_function(case), device, one_pass=True)]
     row_bytes = s.width * VALUE_BYTES
     unsorted = case.form not in C.SORTED_FORMS
     sort = sort_steps(s.elements, row_bytes, device) if unsorted else []

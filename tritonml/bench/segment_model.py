@@ -26,6 +26,8 @@ import numpy as np
 from tritonml_autotune import cost, devices, model
 from tritonml_autotune.segments import segment_config
 
+from ..kernels.segment_ids import SEARCH_IDS
+
 # ptxas's registers per thread for sm_90 at the H100 config of a 1-D float32 x (a 1024 x 1 tile;
 # tests/kernels/test_segment_compile.py checks these figures): the SUM reduction of a program
 # that walks several tiles, as every distribution here has (a float64 state; 4 warps, maxnreg
@@ -35,6 +37,7 @@ REGISTERS = {"reduce": 177, "scan": 64}
 ELEMENT_BYTES = 4          # float32 x and result
 STATE_BYTES = 8            # float64 state (float32 accumulates in float64)
 OFFSET_BYTES = 8           # int64 boundaries
+IDS_FACT_BYTES = 3 * 8     # a program's least id, greatest id and descents (SEGMENT_IDS)
 
 
 @dataclass(frozen=True)
@@ -96,34 +99,44 @@ def scan_tails(offsets: np.ndarray, config, elements: int) -> tuple:
     return np.where(opened_before, tail_tiles, 0), inside
 
 
-def chunk_steps(offsets: np.ndarray, config, elements: int, op: str) -> np.ndarray:
+def chunk_steps(offsets: np.ndarray, config, elements: int, op: str,
+                ids: bool = False) -> np.ndarray:
     """The tile steps each program of the segment kernel makes, in ticket order, as the kernel
     decides them from ``offsets`` (``_inside_one_segment``): a reduction's chunk inside one
-    segment folds ``fold_tiles`` tiles a step, any other walks its tiles one at a time; a scan's
-    chunk whose last segment started before it first folds that segment's part (its tail: the
-    whole chunk inside one segment, ``fold_tiles`` tiles a step), then walks its tiles."""
+    segment folds ``fold_tiles`` tiles a step (``ids``, segments from a sorted index: then
+    reads its ids as many tiles a step, to check them), any other walks its tiles one at a
+    time; a scan's chunk whose last segment started before it first folds that segment's part
+    (its tail: the whole chunk inside one segment, ``fold_tiles`` tiles a step), then walks its
+    tiles."""
     walk, first, end, segment = _chunks(offsets, config, elements)
     if op == "reduce":
         start = first * config.block_axis
         following = offsets[np.minimum(segment + 1, len(offsets) - 1)]
         inside = (following > end * config.block_axis) & ((start > 0) | (segment == 0))
-        return np.where(inside, -(-walk // config.fold_tiles), walk)
+        folds = -(-walk // config.fold_tiles)
+        return np.where(inside, folds * (2 if ids else 1), walk)
     tail_tiles, inside = scan_tails(offsets, config, elements)
     return walk + np.where(inside, -(-tail_tiles // config.fold_tiles), tail_tiles)
 
 
 def kernel_launch(lengths: np.ndarray, op: str, device=devices.H100, *, inner: int = 1,
                   element_bytes: int = ELEMENT_BYTES, state_bytes: int = STATE_BYTES,
-                  registers=None, boundary_bytes: int = OFFSET_BYTES) -> tuple:
+                  registers=None, boundary_bytes: int = OFFSET_BYTES,
+                  ids_bytes: int = 0) -> tuple:
     """The segment kernel's launch over segments of ``lengths`` along an axis with ``inner``
     contiguous positions beside it (a row of ``inner`` values per position: one chain while
     ``inner`` fits a tile's ``MAX_BLOCK_INNER``), as ``cost.Launch``; with its config, the most
     programs the longest segment spans, the ideal bytes (x read once, the result written once,
     the boundaries read once, ``boundary_bytes`` each) and the modeled seconds (``registers``
-    per thread: the 1-D figures of ``REGISTERS`` unless given)."""
+    per thread: the 1-D figures of ``REGISTERS`` unless given). ``ids_bytes``: a reduction's
+    segments come from a sorted index of that many bytes an element instead (``SEGMENT_IDS``:
+    the index read once in place of the boundaries, its view one element back and each
+    chunk's search for its first segment's start from L2, each program's three facts
+    written)."""
     elements, segments = int(lengths.sum()), len(lengths)
     with devices.targeting(device):
-        config = segment_config(elements, inner, 1, state_bytes, "cuda", scan=op == "scan")
+        config = segment_config(elements, inner, 1, state_bytes, "cuda", scan=op == "scan",
+                                slices=not ids_bytes)
     tile = config.block_axis * config.block_inner
     tiles = -(-elements // config.block_axis)
     chunk = config.chunk_tiles * config.block_axis          # positions per program
@@ -133,21 +146,26 @@ def kernel_launch(lengths: np.ndarray, op: str, device=devices.H100, *, inner: i
     split = -(-(longest - 1) // chunk) + 1     # programs it can span, at worst alignment
     x = elements * inner * element_bytes
     result = (segments if op == "reduce" else elements) * inner * element_bytes
-    boundaries = (segments + 1) * boundary_bytes
+    boundaries = (segments + 1) * boundary_bytes if not ids_bytes else elements * ids_bytes
     published = programs * (config.block_inner * state_bytes + cost.STATUS_WORD_BYTES)
+    if ids_bytes:
+        published += programs * IDS_FACT_BYTES
     ideal = x + result + boundaries
     offsets = np.concatenate(([0], np.cumsum(lengths)))
-    steps = chunk_steps(offsets, config, elements, op)
+    steps = chunk_steps(offsets, config, elements, op, ids=bool(ids_bytes))
     # a scan's chunk whose last segment started before it folds that segment's part first (its
     # tail), then scans the chunk: the tail's tiles are read twice, the second time from L2
     reread = 0.0
     if op == "scan":
         reread = float(np.sum(scan_tails(offsets, config, elements)[0])) * config.block_axis \
             * inner * element_bytes
+    # from ids: each tile's view one element back (the lines of its own load), and each chunk's
+    # search for where its first segment started (SEARCH_IDS ids a round trip)
+    shifted = elements * ids_bytes + programs * SEARCH_IDS.value * ids_bytes
     launch = cost.Launch("segment", tile, config.num_warps, programs, ideal + published,
                          serial_tiles=-(-split // config.window),
                          tail_seconds=cost.CHUNKED_TAIL_ROUND_TRIPS * cost.FOLD_ROUND_TRIP_SECONDS,
-                         l2_bytes=reread, reread_bytes=reread, steps=int(steps.max()),
+                         l2_bytes=reread + shifted, reread_bytes=reread, steps=int(steps.max()),
                          total_steps=int(steps.sum()))
     seconds = cost.launch_seconds(device, launch, REGISTERS[op] if registers is None
                                   else registers)

@@ -42,6 +42,13 @@ the chunk where a segment ends (reduce) or each chunk of it (scan) reads the tai
   scanned from the carry of the one before and its ended segments written. A step has the whole
   tile's bytes in flight and one slice's scan in registers.
 
+SEGMENT_IDS (a forward reduction, SUB_TILES 1): ``offsets`` is a sorted index instead, one
+segment id per axis position (kernels/segment_ids.py): the index is read once, by this launch,
+with no boundaries made before, and each program reports the least and greatest id and the
+descents it read, so that the caller can refuse an index out of range or unsorted. Same tiles,
+same chunks, same scans: a reduction gives the same bits from ids as from the offsets of the
+same segments.
+
 REVERSE traverses the axis from its end: tiles stay aligned in memory, the tile order flips and
 the in-tile scan runs backwards; a segment then starts at its last element.
 
@@ -58,6 +65,8 @@ from .lookback import STATE_AGGREGATE, STATUS_BASE, draw_chunk, publish, wait_co
 from .scan import chain_bases, tile_of
 from .segment_bounds import (BOUNDARY_SLACK, gallop_up, inside_one_segment, segment_near,
                              tile_segments)
+from .segment_ids import (FACT_DESCENTS, FACT_HIGHEST, FACT_LOWEST, FACTS, HIGHEST_START,
+                          LOWEST_START, SEARCH_IDS, id_facts, run_start)
 from .segment_tile import (fold_tile, load_slices, or_scalar, pick_row, running_or, scan_rows,
                            segment_tile, slice_flags, slice_rows, store_scan)
 
@@ -223,7 +232,8 @@ def _chunk_walk(x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, 
                 HAS_INITIAL: tl.constexpr, FOLD_INITIAL: tl.constexpr,
                 EMPTY_INDEX: tl.constexpr, INDEX_64: tl.constexpr,
                 BLOCK_AXIS: tl.constexpr, BOUNDARY_BLOCK: tl.constexpr,
-                BLOCK_INNER: tl.constexpr, SUB_TILES: tl.constexpr, SUB_AXIS: tl.constexpr):
+                BLOCK_INNER: tl.constexpr, SUB_TILES: tl.constexpr, SUB_AXIS: tl.constexpr,
+                SEGMENT_IDS: tl.constexpr):
     """Walk the traversal's tiles ``first_step`` to ``end_step - 1`` from ``carry``, reading the
     positions from ``load_from`` on in traversal order; ``known``: what ``tile_segments`` needs
     to know of the first tile (each later tile's comes from the tile before it).
@@ -232,8 +242,9 @@ def _chunk_walk(x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, 
     writes every segment that starts (in traversal order) and ends in the walk, and returns the
     state of the one that started before the walk, where it ends in it.
 
-    Returns (carry, open_state, open_count, open_found): the state of the last segment after the
-    walk, and for reduce the walk's first segment's partial state, length and whether it ends."""
+    Returns (carry, open_state, open_count, open_found, facts): the state of the last segment
+    after the walk, for reduce the walk's first segment's partial state, length and whether it
+    ends, and (SEGMENT_IDS) the (least, greatest, descents) of the ids walked."""
     open_state = carry
     if INDEX_64:
         open_count = tl.zeros([], tl.int64)
@@ -241,6 +252,9 @@ def _chunk_walk(x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, 
         open_count = tl.zeros([], tl.int32)
     open_found = tl.zeros([], tl.int1)
     started = tl.zeros([], tl.int1)   # a head in the walk so far
+    lowest = tl.full([], LOWEST_START, tl.int64)
+    highest = tl.full([], HIGHEST_START, tl.int64)
+    descents = tl.zeros([], tl.int64)
     # boundaries to read first in a tile: as many as the tile before held, and some slack (the
     # first tile: as many as a tile holds on average; a galloping search for the count here
     # took the forward scan from 62 registers a thread to 80 and spills)
@@ -282,7 +296,7 @@ def _chunk_walk(x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, 
                 carry = last
                 carry_empty = tl.zeros([], tl.int1)
         else:
-            running, last, segments, heads, ends, lengths, positions, valid, next_known = \
+            running, last, segments, heads, ends, lengths, positions, valid, next_known, facts = \
                 segment_tile(x, out, inner_mask, offsets_ptr, tile_of(step, n_tiles, REVERSE),
                              known, width, carry=carry, carry_empty=carry_empty,
                              load_from=load_from, axis_len=axis_len, n_segments=n_segments,
@@ -292,7 +306,11 @@ def _chunk_walk(x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, 
                              IDENTITY=IDENTITY, STATE_DTYPE=STATE_DTYPE, SCAN=SCAN,
                              EXCLUSIVE=EXCLUSIVE, REVERSE=REVERSE, HAS_INITIAL=HAS_INITIAL,
                              EMPTY_INDEX=EMPTY_INDEX, INDEX_64=INDEX_64, BLOCK_AXIS=BLOCK_AXIS,
-                             BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER)
+                             BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER,
+                             SEGMENT_IDS=SEGMENT_IDS)
+            lowest = tl.minimum(lowest, facts[0])
+            highest = tl.maximum(highest, facts[1])
+            descents += facts[2]
             if SCAN:
                 store_scan(out, positions, valid[:, None] & inner_mask, running)
             else:
@@ -306,7 +324,7 @@ def _chunk_walk(x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, 
         held = tl.abs(next_known - known).to(tl.int32)
         width = held + held // 32 + BOUNDARY_SLACK
         known = next_known
-    return carry, open_state, open_count, open_found
+    return carry, open_state, open_count, open_found, (lowest, highest, descents)
 
 
 @triton.jit
@@ -338,11 +356,21 @@ def _chunk_tail(x, inner_mask, offsets_ptr, first_position, end_step, n_tiles, a
 
 
 @triton.jit
+def _store_facts(facts_ptr, ticket, facts):
+    """A program's (least, greatest, descents) of the ids it read, in its ticket's slot."""
+    slot = facts_ptr + ticket.to(tl.int64) * FACTS
+    tl.store(slot + FACT_LOWEST, facts[0])
+    tl.store(slot + FACT_HIGHEST, facts[1])
+    tl.store(slot + FACT_DESCENTS, facts[2])
+
+
+@triton.jit
 def segment_kernel(
     # pointers: inputs and outputs (tuples, one entry per tensor, unless PTR_TUPLES is False),
-    # the int64 boundaries, the int32 status words (the scan kernels' resident workspace) and the
-    # published tails (one workspace per state component)
-    x_ptrs, out_ptrs, offsets_ptr, status_ptr, published_ptrs,
+    # the int64 boundaries (SEGMENT_IDS: the sorted index), the int32 status words (the scan
+    # kernels' resident workspace), the published tails (one workspace per state component) and
+    # (SEGMENT_IDS) the int64 facts each program reports of the index, FACTS per ticket
+    x_ptrs, out_ptrs, offsets_ptr, status_ptr, published_ptrs, facts_ptr,
     # layout (tritonml.launchers.scan.layout_args' order; out's axis runs over segments in reduce)
     axis_len, inner_len, outer_sizes,
     x_axis_strides, x_inner_strides, x_outer_strides,
@@ -357,13 +385,15 @@ def segment_kernel(
     EMPTY_INDEX: tl.constexpr, INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr,
     BOUNDARY_BLOCK: tl.constexpr, BLOCK_INNER: tl.constexpr, WINDOW: tl.constexpr,
     FOLD_TILES: tl.constexpr, COMMUTATIVE: tl.constexpr, PTR_TUPLES: tl.constexpr,
-    SUB_TILES: tl.constexpr,
+    SUB_TILES: tl.constexpr, SEGMENT_IDS: tl.constexpr = False,
 ):
     """One program per chunk of ``chunk_tiles`` tiles of one chain (an outer index x a block of
     BLOCK_INNER inner positions); grid = chains * cdiv(max(cdiv(axis_len, BLOCK_AXIS), 1),
     chunk_tiles). Programs take chunks from a ticket counter, so a program only waits for
     chunks whose programs have started. Results are fixed by the shape, the offsets and the
     config, not by timing: run to run bit-identical."""
+    tl.static_assert(not SEGMENT_IDS or not (SCAN or REVERSE or SUB_TILES > 1),
+                     "segment ids: forward reductions of whole tiles only")
     if not PTR_TUPLES:  # one input and one output passed as plain pointers (see scan.py)
         x_ptrs, out_ptrs, published_ptrs = (x_ptrs,), (out_ptrs,), (published_ptrs,)
     n_tiles = tl.maximum(tl.cdiv(axis_len, BLOCK_AXIS), 1)
@@ -386,16 +416,25 @@ def segment_kernel(
     else:
         first_position = first_tile * BLOCK_AXIS
     first_position = tl.maximum(first_position, 0)
-    first_segment = segment_near(offsets_ptr, first_position, axis_len, n_segments)
-    if REVERSE:
-        head = tl.load(offsets_ptr + first_segment + 1).to(first_position.dtype) - 1
+    if SEGMENT_IDS:
+        first_id = tl.load(offsets_ptr + first_position)
+        first_segment = tl.minimum(tl.maximum(first_id, 0), n_segments - 1) \
+            .to(first_position.dtype)
+        head = run_start(offsets_ptr, first_position, BLOCK=SEARCH_IDS)
     else:
-        head = tl.load(offsets_ptr + first_segment).to(first_position.dtype)
+        first_segment = segment_near(offsets_ptr, first_position, axis_len, n_segments)
+        if REVERSE:
+            head = tl.load(offsets_ptr + first_segment + 1).to(first_position.dtype) - 1
+        else:
+            head = tl.load(offsets_ptr + first_segment).to(first_position.dtype)
     # whether the segment started in an earlier chunk (then ``before``: the chunk where it did)
     opened_before = (chunk > 0) & (head != first_position)
     # what the walks' first tile needs (``tile_segments``): forward, its first position's
-    # segment; reverse, the last boundary at or before its end
-    if REVERSE:
+    # segment; reverse, the last boundary at or before its end; from ids, where its first
+    # position's segment starts
+    if SEGMENT_IDS:
+        known = head
+    elif REVERSE:
         known = gallop_up(offsets_ptr, first_position + 1, first_segment, n_segments + 1)
     else:
         known = first_segment
@@ -405,8 +444,17 @@ def segment_kernel(
         empty_carry = empty_carry + (tl.full([1, BLOCK_INNER], 0, STATE_DTYPE[c]),)
     nothing_yet = tl.full([], 1, tl.int1)   # a walk's ``carry_empty``: no carry to start from
 
-    inside = inside_one_segment(offsets_ptr, first_segment, first_position, end_step, n_tiles,
-                                n_segments, SCAN=SCAN, REVERSE=REVERSE, BLOCK_AXIS=BLOCK_AXIS)
+    if SEGMENT_IDS:
+        # (the same test from ids: the chunk's first id goes on past its end, and tile 0 owns
+        # no empty segment before it)
+        chunk_end = end_step.to(first_position.dtype) * BLOCK_AXIS
+        later = tl.load(offsets_ptr + tl.minimum(chunk_end, axis_len - 1))
+        inside = ((chunk_end < axis_len) & (later == first_id)
+                  & ((first_position > 0) | (first_id == 0)) & (n_segments > 0))
+    else:
+        inside = inside_one_segment(offsets_ptr, first_segment, first_position, end_step,
+                                    n_tiles, n_segments, SCAN=SCAN, REVERSE=REVERSE,
+                                    BLOCK_AXIS=BLOCK_AXIS)
     if REVERSE:   # the chunk's tiles in memory order
         fold_first = tile_of(end_step - 1, n_tiles, REVERSE)
         fold_end = first_tile + 1
@@ -455,7 +503,7 @@ def segment_kernel(
                         FOLD_INITIAL=FOLD_INITIAL,
                         EMPTY_INDEX=EMPTY_INDEX, INDEX_64=INDEX_64, BLOCK_AXIS=BLOCK_AXIS,
                         BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER,
-            SUB_TILES=SUB_TILES, SUB_AXIS=SUB_AXIS)
+                        SUB_TILES=SUB_TILES, SUB_AXIS=SUB_AXIS, SEGMENT_IDS=False)
     elif inside:
         # Nothing to find or write: fold in larger tiles, publish, and leave the segment's
         # result to the chunk where it ends.
@@ -465,12 +513,16 @@ def segment_kernel(
                              STATE_DTYPE=STATE_DTYPE, INDEX_64=INDEX_64, BLOCK_AXIS=BLOCK_AXIS,
                              FOLD_TILES=FOLD_TILES, BLOCK_INNER=BLOCK_INNER),
                 epoch_base + STATE_AGGREGATE, BLOCK_INNER)
+        if SEGMENT_IDS:   # ids the fold does not read: checked on their own
+            facts = id_facts(offsets_ptr, first_position, chunk_end, axis_len,
+                             BLOCK=BLOCK_AXIS * FOLD_TILES)
+            _store_facts(facts_ptr, ticket, facts)
     # The rest walk their chunk from nothing: a scan's chunk whose first segment starts in it, a
     # reduction's chunk that holds a boundary. One walk serves both (its code is the kernel's
     # largest part).
     walks_from_nothing = ~opened_before if SCAN else ~inside
     if walks_from_nothing:
-        tail, open_state, open_count, open_found = _chunk_walk(
+        tail, open_state, open_count, open_found, facts = _chunk_walk(
             x, out, inner_mask, offsets_ptr, first_step, end_step, n_tiles, known,
             carry=empty_carry, carry_empty=nothing_yet, load_from=first_position,
             axis_len=axis_len, n_segments=n_segments, initial_value=initial_value,
@@ -480,7 +532,9 @@ def segment_kernel(
             FOLD_INITIAL=FOLD_INITIAL,
             EMPTY_INDEX=EMPTY_INDEX, INDEX_64=INDEX_64, BLOCK_AXIS=BLOCK_AXIS,
             BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER,
-            SUB_TILES=SUB_TILES, SUB_AXIS=SUB_AXIS)
+            SUB_TILES=SUB_TILES, SUB_AXIS=SUB_AXIS, SEGMENT_IDS=SEGMENT_IDS)
+        if SEGMENT_IDS:
+            _store_facts(facts_ptr, ticket, facts)
         if chunk != n_chunks - 1:
             publish(published_ptrs, status_ptr, ticket, tail, epoch_base + STATE_AGGREGATE,
                     BLOCK_INNER)

@@ -102,7 +102,18 @@ def _minimum(a, b):
 
 
 @triton.jit
-def _empty_results(out, inner_mask, segments, empty, axis_len, initial_value,
+def run_bounds(firsts, lasts, positions, start_first, stop_last):
+    """Each position's segment's first position and the one after its last, [BLOCK_AXIS]: the
+    latest first at or before it (else ``start_first``, where the tile's first segment starts)
+    and the earliest last at or after it, plus one (else ``stop_last``)."""
+    starts = scan_along(tl.where(firsts, positions, -1), 0, _maximum)
+    starts = tl.maximum(starts, start_first)
+    stops = scan_along(tl.where(lasts, positions + 1, stop_last), 0, _minimum, reverse=True)
+    return starts, stops
+
+
+@triton.jit
+def empty_results(out, inner_mask, segments, empty, axis_len, initial_value,
                    FINISH: tl.constexpr, IDENTITY: tl.constexpr, STATE_DTYPE: tl.constexpr,
                    HAS_INITIAL: tl.constexpr, EMPTY_INDEX: tl.constexpr,
                    BOUNDARY_BLOCK: tl.constexpr, BLOCK_INNER: tl.constexpr):
@@ -203,7 +214,7 @@ def tile_segments(offsets_ptr, out, inner_mask, tile_start, known, width, axis_l
             following = tl.where(index == block_end - 1, after.to(tile_start.dtype),
                                  following)
             empty = listed & (index < n_segments) & (bound == following)
-            _empty_results(out, inner_mask, index[:, None], empty[:, None], axis_len,
+            empty_results(out, inner_mask, index[:, None], empty[:, None], axis_len,
                            initial_value, FINISH=FINISH, IDENTITY=IDENTITY,
                            STATE_DTYPE=STATE_DTYPE, HAS_INITIAL=HAS_INITIAL,
                            EMPTY_INDEX=EMPTY_INDEX, BOUNDARY_BLOCK=BOUNDARY_BLOCK,
@@ -260,12 +271,10 @@ def tile_segments(offsets_ptr, out, inner_mask, tile_start, known, width, axis_l
         # each segment's first position: the latest first at or before it in the tile, else the
         # tile's first segment's start; its stop: the earliest last at or after it, else the
         # boundary after the tile's last segment
-        starts = scan_along(tl.where(firsts & ~padding, positions, -1), 0, _maximum)
-        starts = tl.maximum(starts, start_first)
         stop_last = tl.load(offsets_ptr + tl.minimum(seg_first + tl.max(running, 0) + 1,
                                                      n_segments)).to(tile_start.dtype)
-        stops = scan_along(tl.where(lasts & ~padding, positions + 1, stop_last), 0, _minimum,
-                           reverse=True)
+        starts, stops = run_bounds(firsts & ~padding, lasts & ~padding, positions, start_first,
+                                   stop_last)
         lengths = stops - starts
     return segments, firsts, lasts, lengths, next_known
 

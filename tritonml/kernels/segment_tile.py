@@ -17,6 +17,7 @@ import triton.language as tl
 
 from .combine import cast_state, reduce_along, scan_along
 from .segment_bounds import tile_segments
+from .segment_ids import tile_ids
 
 
 @triton.jit
@@ -131,7 +132,7 @@ def segment_tile(x, out, inner_mask, offsets_ptr, tile, known, width, carry, car
                  STATE_DTYPE: tl.constexpr, SCAN: tl.constexpr, EXCLUSIVE: tl.constexpr,
                  REVERSE: tl.constexpr, HAS_INITIAL: tl.constexpr, EMPTY_INDEX: tl.constexpr,
                  INDEX_64: tl.constexpr, BLOCK_AXIS: tl.constexpr, BOUNDARY_BLOCK: tl.constexpr,
-                 BLOCK_INNER: tl.constexpr):
+                 BLOCK_INNER: tl.constexpr, SEGMENT_IDS: tl.constexpr = False):
     """Load one tile and scan it from ``carry`` (the state of the chunk's last segment so far,
     components [1, BLOCK_INNER]; ``carry_empty``: nothing scanned yet), segment by segment.
     Rows before ``load_from`` in traversal order are not read (their states are garbage, which
@@ -144,20 +145,33 @@ def segment_tile(x, out, inner_mask, offsets_ptr, tile, known, width, carry, car
     complete the tile's last state. Every element is read only by its own tile, before the tile
     is written: in-place execution stays safe.
 
-    Returns (running, last, segments, heads, ends, lengths, positions, valid, next_known): each
-    position's state (its segment's fold so far in this chunk; EXCLUSIVE: before the position),
-    the inclusive state where traversal leaves the tile (components [1, BLOCK_INNER]), each
-    position's segment, whether a segment starts / ends there in traversal order, the segment's
-    length (reduce), the positions [BLOCK_AXIS], which are on the axis, and
-    ``tile_segments``' next ``known``."""
+    SEGMENT_IDS (a forward reduction): ``offsets_ptr`` holds a sorted index, each position's
+    segment (``tile_ids``, kernels/segment_ids.py), and ``known`` the first position of the
+    segment holding the tile's first.
+
+    Returns (running, last, segments, heads, ends, lengths, positions, valid, next_known,
+    facts): each position's state (its segment's fold so far in this chunk; EXCLUSIVE: before
+    the position), the inclusive state where traversal leaves the tile (components
+    [1, BLOCK_INNER]), each position's segment, whether a segment starts / ends there in
+    traversal order, the segment's length (reduce), the positions [BLOCK_AXIS], which are on
+    the axis, ``tile_segments``' next ``known``, and (SEGMENT_IDS) the tile's (least, greatest,
+    descents) of its ids."""
     tile_start = tile * BLOCK_AXIS
     if INDEX_64:
         tile_start = tile_start.to(tl.int64)
-    segments, firsts, lasts, lengths, next_known = tile_segments(
-        offsets_ptr, out, inner_mask, tile_start, known, width, axis_len, n_segments,
-        initial_value, FINISH=FINISH, IDENTITY=IDENTITY, STATE_DTYPE=STATE_DTYPE, SCAN=SCAN,
-        REVERSE=REVERSE, HAS_INITIAL=HAS_INITIAL, EMPTY_INDEX=EMPTY_INDEX,
-        BLOCK_AXIS=BLOCK_AXIS, BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER)
+    if SEGMENT_IDS:
+        segments, firsts, lasts, lengths, next_known, facts = tile_ids(
+            offsets_ptr, out, inner_mask, tile_start, known, axis_len, n_segments,
+            initial_value, FINISH=FINISH, IDENTITY=IDENTITY, STATE_DTYPE=STATE_DTYPE,
+            HAS_INITIAL=HAS_INITIAL, EMPTY_INDEX=EMPTY_INDEX, BLOCK_AXIS=BLOCK_AXIS,
+            BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER)
+    else:
+        segments, firsts, lasts, lengths, next_known = tile_segments(
+            offsets_ptr, out, inner_mask, tile_start, known, width, axis_len, n_segments,
+            initial_value, FINISH=FINISH, IDENTITY=IDENTITY, STATE_DTYPE=STATE_DTYPE,
+            SCAN=SCAN, REVERSE=REVERSE, HAS_INITIAL=HAS_INITIAL, EMPTY_INDEX=EMPTY_INDEX,
+            BLOCK_AXIS=BLOCK_AXIS, BOUNDARY_BLOCK=BOUNDARY_BLOCK, BLOCK_INNER=BLOCK_INNER)
+        facts = (tl.zeros([], tl.int64), tl.zeros([], tl.int64), tl.zeros([], tl.int64))
     positions = tile_start + tl.arange(0, BLOCK_AXIS)
     valid = positions < axis_len
     if REVERSE:
@@ -196,7 +210,8 @@ def segment_tile(x, out, inner_mask, offsets_ptr, tile, known, width, carry, car
                               LOAD_DTYPE=LOAD_DTYPE, IDENTITY=IDENTITY, STATE_DTYPE=STATE_DTYPE,
                               HOLES=True, BLOCK_AXIS=1, BLOCK_INNER=BLOCK_INNER)
         last = cast_state(MERGE(last, own), STATE_DTYPE)
-    return running, last, segments, heads, ends & valid, lengths, positions, valid, next_known
+    return (running, last, segments, heads, ends & valid, lengths, positions, valid, next_known,
+            facts)
 
 
 @triton.jit

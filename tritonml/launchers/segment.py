@@ -188,7 +188,8 @@ def _segment_work(shape: tuple, out_shape: tuple, axis: int, x_strides: tuple,
                   load_dtypes: tuple, state_dtypes: tuple, identity: tuple, scan: bool,
                   exclusive: bool = False, reverse: bool = False, initial=None, empty=None,
                   empty_index: bool = False, commutative: bool = True, along=None,
-                  config: Optional[SegmentConfig] = None) -> _steps.Work:
+                  config: Optional[SegmentConfig] = None,
+                  segment_ids: bool = False) -> _steps.Work:
     """The launch of the segment kernel over inputs of ``shape`` and ``x_strides`` (one per
     input) into outputs of ``out_shape`` and ``out_strides`` (``state_dtypes``: torch dtypes, one
     per state component; ``load_dtypes``: one per input). ``commutative``: ``merge`` may fold a
@@ -197,6 +198,8 @@ def _segment_work(shape: tuple, out_shape: tuple, axis: int, x_strides: tuple,
     ``along(state, merge)`` then folds a tile's rows (a reduction's own, as the reduce kernels
     use it; ``merge_along`` where None). ``initial`` starts every segment's fold and is an empty
     segment's result; ``empty`` (instead) is an empty segment's result alone.
+    ``segment_ids``: the ``offsets`` slot holds a sorted index (one segment per axis position)
+    and the ``facts`` slot takes each program's report of it (``FACTS`` int64 per program).
 
     Tensor slots (``Work.run(x=xs, out=outs, offsets=offsets)``): ``x`` and ``out``, one per
     input and output, ``offsets``; the workspaces ``status`` (the look-back's status words) and
@@ -207,7 +210,7 @@ def _segment_work(shape: tuple, out_shape: tuple, axis: int, x_strides: tuple,
     if config is None:
         state_bytes = sum(d.itemsize for d in state_dtypes)
         config = segment_config(axis_len, inner_len, outer_len, state_bytes, device.type,
-                                device, scan=scan)
+                                device, scan=scan, slices=not segment_ids)
     block_axis, block_inner = config.block_axis, config.block_inner
     chains = outer_len * -(-inner_len // block_inner)
     tiles = max(1, -(-axis_len // block_axis))
@@ -235,7 +238,7 @@ def _segment_work(shape: tuple, out_shape: tuple, axis: int, x_strides: tuple,
                 BLOCK_INNER=block_inner, WINDOW=config.window, FOLD_TILES=config.fold_tiles,
                 COMMUTATIVE=commutative,
                 PTR_TUPLES=len(x_strides) > 1 or len(out_strides) > 1 or len(state_dtypes) > 1,
-                SUB_TILES=1 if scan else config.sub_tiles,
+                SUB_TILES=1 if scan else config.sub_tiles, SEGMENT_IDS=segment_ids,
                 num_warps=config.num_warps)
     if config.maxnreg is not None:
         meta["maxnreg"] = config.maxnreg
@@ -248,8 +251,10 @@ def _segment_work(shape: tuple, out_shape: tuple, axis: int, x_strides: tuple,
         x, out, tail_spaces = x[0], out[0], tail_spaces[0]
     given = initial if initial is not None else empty
     tail = (*args, n_segments, config.chunk_tiles, given if given is not None else 0)
+    # (without ids the kernel reads no facts: the offsets stand in for the pointer)
+    facts = _steps.Slot("facts" if segment_ids else "offsets")
     step = _steps.step(segment_kernel, (programs,),
-                       (x, out, _steps.Slot("offsets"), status, tail_spaces), tail, meta)
+                       (x, out, _steps.Slot("offsets"), status, tail_spaces, facts), tail, meta)
     return _steps.Work(workspaces, (step,))
 
 
@@ -325,10 +330,69 @@ def segment_reduce_axis(xs, reduction: Reduction, offsets: torch.Tensor, axis: i
     return outs
 
 
+def segment_reduce_ids(xs, reduction: Reduction, ids: torch.Tensor, n_segments: int,
+                       axis: int, *, initial=None, empty=None,
+                       config: Optional[SegmentConfig] = None) -> tuple:
+    """``segment_reduce_axis`` with the segments given by a sorted index instead of offsets:
+    ``ids`` (1-D, int64 or int32, x.shape[axis] of them, at least one) holds each axis
+    position's segment in [0, ``n_segments``), non-decreasing. One launch reads the index and
+    reduces (kernels/segment_ids.py); the index's values are not checked before it: the
+    kernel's writes stay in the outputs whatever it holds, and it reports what it read.
+
+    Returns (outputs, facts): the outputs as ``segment_reduce_axis``'s (not keepdims), and an
+    int64 tensor [programs, 3] of each program's least id, greatest id and descents (an id below
+    the one before), or None where nothing was launched. The outputs are right only where the
+    least is >= 0, the greatest < n_segments and there are no descents: the caller checks
+    (``ids_facts``) before it uses them."""
+    key = None
+    tensors = (xs,) if isinstance(xs, torch.Tensor) else xs
+    if config is None and isinstance(reduction, Reduction) and isinstance(tensors, (tuple, list)):
+        key = _key("segment_reduce_ids", reduction, (*tensors, ids),
+                   (axis, initial, empty, n_segments))
+    plan, _ = _plan.lookup(key, lambda: _plan_reduce(xs, reduction, ids, axis, initial, False,
+                                                     config, False, empty, n_ids=n_segments))
+    xs = (xs,) if isinstance(xs, torch.Tensor) else tuple(xs)
+    outs = tuple(torch.empty(plan.out_shape, dtype=d, device=xs[0].device)
+                 for d in plan.out_dtypes)
+    facts = None
+    if plan.work is not None:
+        programs = plan.work.steps[0].launch.grid[0]
+        facts = torch.empty((programs, 3), dtype=torch.int64, device=xs[0].device)
+        plan.work.run(x=tuple(t.resolve_neg() for t in xs), out=outs, offsets=ids.contiguous(),
+                      facts=facts)
+    return outs, facts
+
+
+def ids_facts(facts: Optional[torch.Tensor]) -> Optional[tuple]:
+    """(least id, greatest id, descents) over every program of ``segment_reduce_ids``'s
+    ``facts`` (one read: on a GPU, a sync), or None for no launch."""
+    if facts is None:
+        return None
+    table = facts.cpu().numpy()   # (a few bytes a program: folded on the host)
+    return (int(table[:, 0].min()), int(table[:, 1].max()), int(table[:, 2].sum()))
+
+
+def _check_ids(ids, n_segments, x: torch.Tensor, axis: int) -> None:
+    """``segment_reduce_ids``' index and segment count (not the index's values)."""
+    if not isinstance(ids, torch.Tensor):
+        raise TypeError(f"ids: expected a torch.Tensor, got {type(ids).__name__}")
+    if ids.dtype not in (torch.int64, torch.int32) or ids.dim() != 1:
+        raise ValueError(f"ids: must be a 1-D int64 or int32 tensor, got {ids.dim()}-D "
+                         f"{ids.dtype}")
+    if ids.device != x.device:
+        raise ValueError(f"ids: on {ids.device}, x on {x.device}")
+    if ids.numel() != x.shape[axis] or ids.numel() == 0:
+        raise ValueError(f"ids: must hold one segment per position of x's axis {axis} "
+                         f"({x.shape[axis]}, at least one), got {ids.numel()}")
+    if isinstance(n_segments, bool) or not isinstance(n_segments, int) or n_segments < 0:
+        raise ValueError(f"n_segments: must be a non-negative int, got {n_segments!r}")
+
+
 def _plan_reduce(xs, reduction, offsets, axis, initial, keepdims, config,
-                 public: bool, empty=None) -> _SegmentPlan:
+                 public: bool, empty=None, n_ids: Optional[int] = None) -> _SegmentPlan:
     """``public``: the public function has checked all but ``reduction`` and ``config``
-    (``prechecked``, the module docstring)."""
+    (``prechecked``, the module docstring). ``n_ids``: ``offsets`` is a sorted index into that
+    many segments (``segment_reduce_ids``)."""
     # --- validate (nothing is launched or written before every check has passed) ---
     if not isinstance(reduction, Reduction):
         raise TypeError(f"function: expected a tritonml.Reduction, got "
@@ -346,7 +410,10 @@ def _plan_reduce(xs, reduction, offsets, axis, initial, keepdims, config,
                              f"{len(xs)}")
         axis = _checks.normalize_axis(axis, xs[0].dim())
         keepdims = _checks.check_bool("keepdims", keepdims)
-        _check_boundary_tensor("offsets", offsets, xs[0].device)
+        if n_ids is None:
+            _check_boundary_tensor("offsets", offsets, xs[0].device)
+        else:
+            _check_ids(offsets, n_ids, xs[0], axis)
         if reduction.check is not None:
             reduction.check(dtypes)
         if initial is not None:
@@ -370,21 +437,23 @@ def _plan_reduce(xs, reduction, offsets, axis, initial, keepdims, config,
 
     # --- the outputs and the launch ---
     shape = tuple(xs[0].shape)
-    out_shape = (*shape[:axis], offsets.numel() - 1, *shape[axis + 1:])
+    n_segments = offsets.numel() - 1 if n_ids is None else n_ids
+    out_shape = (*shape[:axis], n_segments, *shape[axis + 1:])
     out_dtypes = tuple(reduction.output_dtypes(dtypes))
     work = None
     if math.prod(out_shape):
         load, state, identity = reduction.kernel_state(dtypes, True)
         out_strides = tuple(torch.empty(out_shape, device="meta").stride())
         work = _segment_work(shape, out_shape, axis, tuple(_resolved_strides(t) for t in xs),
-                             (out_strides,) * len(out_dtypes), offsets.numel() - 1,
+                             (out_strides,) * len(out_dtypes), n_segments,
                              xs[0].device, prepare=reduction.prepare, merge=reduction.merge,
                              finish=reduction.finish,
                              load_dtypes=tuple(TORCH_DTYPE[d] for d in load),
                              state_dtypes=tuple(TORCH_DTYPE[d] for d in state),
                              identity=identity, scan=False, initial=initial, empty=empty,
                              empty_index=record is not None and record.returns_index,
-                             along=reduction.along, config=config)
+                             along=reduction.along, config=config,
+                             segment_ids=n_ids is not None)
     return _SegmentPlan(axis, out_shape, out_dtypes, (), None, work)
 
 

@@ -6,7 +6,8 @@ group holds 0 (1 for "mul"), and its arg position is src.size(dim).
 
 They group src by index exactly as ``tritonml.scatter_reduce`` does
 (tritonml/torch_ops/scatter_groups.py); ``segment_coo``'s index is sorted already, so it is
-never sorted again.
+never sorted again, and where its index is one line and src's rows one value wide, the segment
+kernel reads it in the same pass as src (tritonml/torch_ops/scatter_one_pass.py).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ..core import checks as _checks
 from .scatter import (check_index, check_reduce, check_values_tensor, divide, index_facts,
                       read_index)
 from .scatter_groups import Grouping, group, reduce_groups
+from .scatter_one_pass import UNSORTED, reduce_sorted
 from .segment import values_readable
 
 # torch_scatter's reduce names -> the segment reduction of the groups
@@ -47,14 +49,29 @@ def _check_dim_size(dim_size) -> None:
         raise ValueError(f"dim_size: must be a non-negative int or None, got {dim_size!r}")
 
 
-def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> Grouping:
-    """src grouped by index into ``dim_size`` groups (None: index.max() + 1, 0 for an empty
-    index), the index's values checked and its order read in one pass in eager code."""
+def _check_args(src, index, dim_size) -> None:
     check_values_tensor("src", src)
     check_index("index", index, src.device)
     _check_dim_size(dim_size)
     if src.dim() == 0:
         raise ValueError("src: a 0-d tensor has no dim to scatter along")
+
+
+def _one_pass(src, index, dim: int, dim_size, functions: tuple) -> Optional[list]:
+    """``reduce_sorted``'s results for a sorted index (``segment_coo``'s), or None where the
+    two-pass path serves."""
+    _check_args(src, index, dim_size)
+    try:
+        spread = _broadcast(index, src, dim)
+    except ValueError:   # (raised by the two-pass path, after its checks of the values)
+        return None
+    return reduce_sorted(src, spread, dim, dim_size, functions)
+
+
+def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> Grouping:
+    """src grouped by index into ``dim_size`` groups (None: index.max() + 1, 0 for an empty
+    index), the index's values checked and its order read in one pass in eager code."""
+    _check_args(src, index, dim_size)
     along = index.dim() - 1 if sorted_promise or index.dim() <= dim else dim
     readable = index.numel() > 0 and values_readable(index)
     if dim_size is None and readable:
@@ -68,8 +85,7 @@ def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> Groupin
         n = dim_size if dim_size is not None else (int(index.max()) + 1 if index.numel() else 0)
         index_sorted, bounds = index_facts(index, n, sorted_along=along)
     if sorted_promise and not index_sorted and readable:
-        raise ValueError("index: segment_coo needs an index sorted (non-decreasing) along its "
-                         "last dim; call tritonml.scatter for an unsorted one")
+        raise ValueError(UNSORTED)
     spread = _broadcast(index, src, dim)
     return group(src, dim, spread, n, index_sorted=index_sorted or sorted_promise, bounds=bounds)
 
@@ -90,6 +106,13 @@ EMPTY = {"min": 0, "max": 0}
 
 def _reduce(src, index, dim, dim_size, reduce, *, sorted_promise: bool) -> torch.Tensor:
     reduce = check_reduce(reduce, tuple(REDUCE_FUNCTIONS))
+    # (an integer mean divides by the groups' counts, which the boundaries give)
+    if sorted_promise and not (reduce == "mean" and not src.dtype.is_floating_point):
+        function = (("AVERAGE", 0.0, None) if reduce == "mean"
+                    else (REDUCE_FUNCTIONS[reduce], None, EMPTY.get(reduce)))
+        done = _one_pass(src, index, dim, dim_size, (function,))
+        if done is not None:
+            return done[0]
     grouping = _grouped(src, index, dim, dim_size, sorted_promise=sorted_promise)
     if reduce == "mean" and src.dtype.is_floating_point:
         # each group's sum over its count in the kernel, an empty group's 0 its initial
@@ -101,6 +124,12 @@ def _reduce(src, index, dim, dim_size, reduce, *, sorted_promise: bool) -> torch
 
 def _with_arg(src, index, dim, dim_size, extreme: str, *, sorted_promise: bool
               ) -> Tuple[torch.Tensor, torch.Tensor]:
+    if sorted_promise:
+        done = _one_pass(src, index, dim, dim_size,
+                         ((REDUCE_FUNCTIONS[extreme], None, EMPTY[extreme]),
+                          (_ARG_FUNCTIONS[extreme], None, None)))
+        if done is not None:   # (a shared index's positions in group order are src's)
+            return done[0], done[1]
     grouping = _grouped(src, index, dim, dim_size, sorted_promise=sorted_promise)
     values = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[extreme],
                                            empty=EMPTY[extreme]))

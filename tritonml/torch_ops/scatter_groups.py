@@ -59,7 +59,9 @@ GROUP_TARGET = "H100"
 
 def shared_index(index: torch.Tensor, dim: int) -> Optional[torch.Tensor]:
     """The 1-D index along ``dim`` when ``index`` is the same for every position of its other
-    dims (stride 0 there, or size 1), else None."""
+    dims (stride 0 there, or size 1), else None (an index with no elements across them too)."""
+    if any(index.shape[k] == 0 for k in range(index.dim()) if k != dim):
+        return None
     if all(index.stride(k) == 0 or index.shape[k] == 1
            for k in range(index.dim()) if k != dim):
         at: list = [0] * index.dim()
