@@ -99,7 +99,8 @@ class _OnePass(torch.autograd.Function):
             ctx.mark_non_differentiable(output[1])
 
     @staticmethod
-    def backward(ctx, grad, _facts_grad):
+    def backward(ctx, *grad_outputs):
+        grad = grad_outputs[0]   # (the facts have none)
         src, line, out = ctx.saved_tensors
         # (the index was found sorted and in range before the result was returned)
         groups = torch.arange(ctx.n + 1, device=line.device, dtype=line.dtype)
