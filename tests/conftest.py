@@ -40,16 +40,21 @@ if INSTALLED:
                                f"{_module.__file__}, not from {_site}")
 
 # ---------------------------------------------------------------------------------------------
-# Two tiers. ``pytest`` runs the fast tier (about 5 minutes on 2 cores with -n 2): every test
+# Two tiers. ``pytest`` runs the fast tier (at most 5 minutes on 2 cores with -n 2): every test
 # function, but at most FAST_CASES of a parametrized function's cases (an even spread over them,
 # its first included; ONE_CASE functions, each case long (a gradcheck, processes), one), and
 # neither the FULL_ONLY modules nor the functions that cross-compile for sm_80/sm_90 (names with
-# "compile" and "sm80": minutes of ptxas). ``pytest --full`` runs every case of everything. CI runs both.
+# "compile" and "sm80": minutes of ptxas). ``pytest --full`` runs every case of everything.
+# Two selections for CI, so that nothing runs twice there: ``--rest`` runs exactly what
+# ``--full`` adds to the fast tier (fast + rest = full), and ``--sample`` one case of each test
+# function of the fast tier (SAMPLE_CASES), the check of another install (the oldest supported
+# Triton, the installed wheel) that every test function still runs there.
 # ---------------------------------------------------------------------------------------------
 import math
 from collections import defaultdict
 
 FAST_CASES = 4
+SAMPLE_CASES = 1
 FULL_ONLY = frozenset({
     "test_gpu_compile", "test_reduce_gpu_compile", "test_negative_view_compile",  # ptxas
     "test_segment_compile",
@@ -104,6 +109,12 @@ def pytest_terminal_summary(terminalreporter):
 def pytest_addoption(parser):
     parser.addoption("--full", action="store_true", default=False,
                      help="run the whole suite (default: the fast tier, tests/conftest.py)")
+    parser.addoption("--rest", action="store_true", default=False,
+                     help="run what --full adds to the fast tier, no test of the fast tier "
+                          "(the fast tier, then --rest: the whole suite, nothing twice)")
+    parser.addoption("--sample", action="store_true", default=False,
+                     help="run one case of each test function of the fast tier (another "
+                          "install's check: the oldest Triton, the installed wheel)")
     parser.addoption("--compile-only", action="store_true", default=False,
                      help="run only the tests that compile kernels for sm_80/sm_90, every case "
                           "(.ci/run runs them on the oldest supported Triton too)")
@@ -133,16 +144,16 @@ def _full_only(item) -> bool:
     return _module_name(item) in FULL_ONLY or _named_for_compiling(item)
 
 
-def _fast_tier(items: list) -> set:
-    """The ids of the items the fast tier keeps."""
+def _fast_tier(items: list, cases: int = FAST_CASES) -> set:
+    """The ids of the items the fast tier keeps, at most ``cases`` of each test function."""
     by_function = defaultdict(list)
     for item in items:
         if not _full_only(item):
             by_function[item.nodeid.split("[")[0]].append(item)   # the function, not its case
     kept = set()
-    for function, cases in by_function.items():
-        stride = math.ceil(len(cases) / (1 if function in ONE_CASE else FAST_CASES))
-        kept.update(item.nodeid for item in cases[::stride])
+    for function, kept_cases in by_function.items():
+        stride = math.ceil(len(kept_cases) / (1 if function in ONE_CASE else cases))
+        kept.update(item.nodeid for item in kept_cases[::stride])
     return kept
 
 
@@ -160,7 +171,13 @@ def pytest_collection_modifyitems(config, items):
         return
     if config.getoption("--full"):
         return
-    kept = _fast_tier(items)
+    fast = _fast_tier(items)
+    if config.getoption("--rest"):
+        kept = {item.nodeid for item in items if item.nodeid not in fast}
+    elif config.getoption("--sample"):
+        kept = _fast_tier(items, SAMPLE_CASES)
+    else:
+        kept = fast
     dropped = [item for item in items if item.nodeid not in kept]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -170,5 +187,11 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def fast(request):
     """gradcheck's ``fast_mode`` (one random projection of the Jacobian) in the fast tier; every
-    entry of it with --full."""
-    return not request.config.getoption("--full")
+    entry of it with --full and --rest."""
+    return not full_jacobians(request.config)
+
+
+def full_jacobians(config) -> bool:
+    """Whether gradchecks compare every entry of the Jacobians (--full, --rest), not one random
+    projection of them (the fast tier, --sample)."""
+    return config.getoption("--full") or config.getoption("--rest")

@@ -28,11 +28,10 @@ def _f64(*shape, seed=0):
 
 
 @pytest.fixture
-def gradcheck(pytestconfig):
+def gradcheck(fast):
     """``torch.autograd.gradcheck`` of forward and reverse mode against finite differences: every
     column of the Jacobians in the full tier, a random projection of them (torch's fast_mode)
     in the fast one."""
-    fast = not pytestconfig.getoption("--full")
 
     def check(f, inputs):
         return torch.autograd.gradcheck(f, inputs, check_forward_ad=True,
