@@ -92,7 +92,6 @@ def training_step(form, how, self_kind):
 
 @pytest.mark.parametrize("how, self_kind", [("use_tritonml", "zeros"),
                                             ("use_tritonml", "non_leaf"),
-                                            ("deterministic", "zeros"),
                                             ("deterministic", "non_leaf")])
 def test_in_place_forms_under_autograd_give_torchs_values_gradients_and_versions(how, self_kind):
     for form in FORMS:
