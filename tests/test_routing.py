@@ -7,7 +7,9 @@ fell through to torch.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
+import warnings
 
 import pytest
 import torch
@@ -15,10 +17,24 @@ from torch.overrides import TorchFunctionMode
 
 import tritonml
 from tritonml.runtime import trace as _trace
+from tritonml import routing as _routing
 from tritonml.routing import disable, enable, use_tritonml
 from tests.timing import limit
 
 CPU = ("cpu",)
+NO_GPU_WARNING = r"devices are cuda only, but torch\.cuda\.is_available\(\) is False.*devices=\(\"cpu\",\)"
+
+
+@contextlib.contextmanager
+def cuda_only_routing():
+    """A block that routes cuda alone: on a machine without a GPU that routes nothing, and the
+    first such call of the process warns (the flag is reset so this block sees it)."""
+    if torch.cuda.is_available():
+        yield
+        return
+    _routing._warned_no_cuda = False
+    with pytest.warns(UserWarning, match=NO_GPU_WARNING):
+        yield
 
 # rtol, atol per float dtype: torch and tritonml sum in different orders (and float32 in float64 here).
 TOLERANCE = {
@@ -339,10 +355,42 @@ def test_unsupported_calls_fall_through_to_torch(name):
     check_falls_through(call, x)
 
 
+def test_cuda_only_routing_without_a_gpu_warns_once_and_names_the_fix(monkeypatch):
+    x = make((4,), torch.float32)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)   # a machine without a GPU
+    monkeypatch.setattr(_routing, "_warned_no_cuda", False)
+    with pytest.warns(UserWarning, match=NO_GPU_WARNING) as caught:
+        with use_tritonml():                          # the default devices: cuda
+            assert launches_of(cumsum, x) == 0
+    assert len(caught) == 1 and caught[0].filename == __file__   # points at the user's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with use_tritonml("cuda:0"):                  # once per process
+            pass
+        enable(("cuda",))
+        disable()
+    monkeypatch.setattr(_routing, "_warned_no_cuda", False)
+    with pytest.warns(UserWarning, match="tritonml.enable: ") as caught:
+        enable()
+    disable()
+    assert caught[0].filename == __file__
+    monkeypatch.setattr(_routing, "_warned_no_cuda", False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with use_tritonml(("cuda", "cpu")):           # cpu routes: nothing to warn of
+            assert launches_of(cumsum, x) > 0
+        with use_tritonml(()):                        # routing off on purpose
+            pass
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        with use_tritonml():                          # a GPU: cuda routes
+            pass
+
+
 def test_tensors_on_devices_not_listed_are_not_routed():
     x = make((2, 3), torch.float32)
     for devices in (("cuda",), (), "cuda:0"):
-        got, error, launches = routed(lambda t: torch.cumsum(t, 1), x, devices=devices)
+        with cuda_only_routing() if devices else contextlib.nullcontext():
+            got, error, launches = routed(lambda t: torch.cumsum(t, 1), x, devices=devices)
         assert launches == 0 and error is None
         assert_same(got, torch.cumsum(x, 1))
 
@@ -481,7 +529,8 @@ def test_enable_and_disable():
     x = make((4,), torch.float32)
     enable(devices=CPU)
     assert launches_of(cumsum, x) > 0
-    enable(devices=("cuda",))  # a second enable replaces the devices
+    with cuda_only_routing():
+        enable(devices=("cuda",))  # a second enable replaces the devices
     assert launches_of(cumsum, x) == 0
     enable("cpu")  # one device needs no tuple
     assert launches_of(cumsum, x) > 0
@@ -495,7 +544,7 @@ def test_contexts_nest_and_restore_the_outer_state():
     x = make((4,), torch.float32)
     with use_tritonml(CPU):
         assert launches_of(cumsum, x) > 0
-        with use_tritonml(("cuda",)):
+        with cuda_only_routing(), use_tritonml(("cuda",)):
             assert launches_of(cumsum, x) == 0
             with use_tritonml(CPU):
                 assert launches_of(cumsum, x) > 0
@@ -516,7 +565,7 @@ def test_context_restores_enable_state_even_after_an_exception():
         with use_tritonml(()):
             raise KeyError("inside")
     assert launches_of(cumsum, x) > 0
-    with use_tritonml(("cuda",)):
+    with cuda_only_routing(), use_tritonml(("cuda",)):
         enable(CPU)  # lasts until the block ends
         assert launches_of(cumsum, x) > 0
         disable()

@@ -356,34 +356,38 @@ def test_functional_calls_under_autograd_give_torchs_gradients(reduce, src_value
         torch.testing.assert_close(g, w)
 
 
+TORCH_NODES = {"scatter_reduce": "ScatterReduceBackward0", "index_reduce": "IndexReduceBackward0"}
+
+
 @pytest.mark.parametrize("form", ("scatter_reduce", "index_reduce"))
-def test_an_extreme_without_self_falls_through_while_autograd_records(form):
+@pytest.mark.parametrize("x_values, routed", [
+    ([3., 1., 5.], False),   # input ties both groups' maxima
+    ([0., 1., 4.], True),    # no tie: the two gradients agree
+])
+def test_an_extreme_without_self_is_routed_under_autograd_unless_input_ties_it(form, x_values,
+                                                                               routed):
     """torch counts input's tied value in the share of amax's gradient under include_self=False
-    but gives input none; tritonml's shares among the elements: torch keeps the call."""
+    but gives input none; tritonml's shares among the elements: where input ties a group's
+    extreme, torch keeps the call (ours ran, found the tie, wrote nothing)."""
     def grads(routing):
-        x = torch.tensor([3., 1., 5.], requires_grad=True)
+        x = torch.tensor(x_values, requires_grad=True)
         src = torch.tensor([3., 3., 1., 5.], requires_grad=True)
         index = torch.tensor([0, 0, 2, 2])
         with routing, _trace.record() as rec:
             y = getattr(torch, form)(x, 0, index, src, "amax", include_self=False)
-        y.sum().backward()
-        return x.grad, src.grad, len(rec.launches)
+        (y * torch.tensor([1., 2., 3.])).sum().backward()
+        return y, x.grad, src.grad, len(rec.launches)
 
     want = grads(contextlib.nullcontext())
     got = grads(use_tritonml(CPU))
-    assert got[2] == 0
-    for g, w in zip(got[:2], want[:2]):
+    assert got[3] > 0
+    assert (type(got[0].grad_fn).__name__ == TORCH_NODES[form]) is not routed
+    for g, w in zip(got[:3], want[:3]):
         torch.testing.assert_close(g, w)
     with use_tritonml(CPU), _trace.record() as rec:     # without autograd: routed
         torch.scatter_reduce(torch.zeros(3), 0, torch.tensor([0, 0]), torch.ones(2), "amax",
                              include_self=False)
     assert rec.launches
-
-
-def test_in_place_under_autograd_falls_through():
-    x, index, src = index_inputs(torch.float32)
-    src.requires_grad_(True)
-    check_falls_through(lambda x, i, s: x.index_add_(0, i, s).detach(), (x, index, src))
 
 
 # -- what falls through ----------------------------------------------------------------------------

@@ -38,6 +38,7 @@ import operator
 import os
 import sys
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Union
 
@@ -317,6 +318,23 @@ Devices = Union[str, torch.device, Iterable[Union[str, torch.device]]]
 ``("cuda", "cpu")``."""
 
 
+# whether the warning that cuda alone routes nothing without a GPU was given (once per process)
+_warned_no_cuda = False
+
+
+def _warn_if_nothing_routable(devices: frozenset, caller: str, stacklevel: int) -> None:
+    """Warn once when every device asked for is cuda and torch sees no GPU: routing would then
+    route nothing, and the user most likely wanted the interpreter's CPU routing."""
+    global _warned_no_cuda
+    if (_warned_no_cuda or not devices or any(kind != "cuda" for kind, _ in devices)
+            or torch.cuda.is_available()):
+        return
+    _warned_no_cuda = True
+    warnings.warn(f"tritonml.{caller}: devices are cuda only, but torch.cuda.is_available() is "
+                  f"False, so no call is routed; pass devices=(\"cpu\",) to route CPU tensors "
+                  f"through Triton's interpreter", UserWarning, stacklevel=stacklevel + 1)
+
+
 def enable(devices: Devices = ("cuda",)) -> None:
     """Route torch's scans and reductions on ``devices`` to tritonml, in the calling thread.
 
@@ -335,6 +353,11 @@ def enable(devices: Devices = ("cuda",)) -> None:
         ValueError: A name that is no device, a device other than cuda or cpu, or cpu while
             Triton compiles for the GPU.
 
+    Warns:
+        UserWarning: Once per process, when the devices are cuda only and torch sees no GPU
+            (nothing would be routed; ``devices=("cpu",)`` routes CPU tensors through Triton's
+            interpreter).
+
     Example:
         >>> import torch, tritonml
         >>> tritonml.enable("cpu")     # CPU tensors run Triton's interpreter here
@@ -342,7 +365,9 @@ def enable(devices: Devices = ("cuda",)) -> None:
         tensor([1., 3., 6.])
         >>> tritonml.disable()
     """
-    _set(_parse_devices(devices))
+    parsed = _parse_devices(devices)
+    _warn_if_nothing_routable(parsed, "enable", stacklevel=2)
+    _set(parsed)
 
 
 def disable() -> None:
@@ -379,6 +404,9 @@ def use_tritonml(devices: Devices = ("cuda",)) -> Iterator[None]:
         TypeError: As for ``enable``.
         ValueError: As for ``enable``.
 
+    Warns:
+        UserWarning: As for ``enable``.
+
     Example:
         >>> import torch, tritonml
         >>> with tritonml.use_tritonml("cpu"):
@@ -386,6 +414,7 @@ def use_tritonml(devices: Devices = ("cuda",)) -> Iterator[None]:
         tensor([3., 7.])
     """
     parsed = _parse_devices(devices)
+    _warn_if_nothing_routable(parsed, "use_tritonml", stacklevel=3)  # past contextlib
     outer = _state.devices
     _set(parsed)
     try:

@@ -10,6 +10,14 @@ differ from ours. ``readable(t)``: t is a plain strided tensor on a device route
 Every route computes out of place first and only then writes ``self`` (in place) or ``out=``, so a
 call tritonml refuses (an index out of range, found while ours reads the index) has written
 nothing, and torch then runs it and raises its own error.
+
+In place while autograd records (torch_geometric's ``x.new_zeros(size).scatter_add_(dim, index,
+src)``), the functional result is computed from a clone of ``self`` (so no saved tensor sees the
+write) and copied into ``self`` under autograd: ``self``'s history is rebased onto the result
+(grad_fn ``CopyBackwards``), gradients reach both ``src`` and ``self``'s earlier history, and the
+version counter counts one write, as torch's own in-place call does. Where torch refuses the
+in-place call (a leaf that requires grad, or a view of one) the call falls through before any
+launch and torch raises its own error.
 """
 from __future__ import annotations
 
@@ -52,12 +60,13 @@ def _bind(signature, args: tuple, kwargs: dict) -> Optional[dict]:
 
 @dataclass(frozen=True)
 class _Call:
-    """One torch call as routing serves it: ``run()`` gives torch's functional result computed
-    by tritonml; ``input`` is written in place when ``inplace``, ``out`` when given; ``index``
-    and ``values`` are read (``values`` must have input's dtype, as torch requires).
-    ``keeps_layout``: torch's new result has input's strides (index_put clones input; the others'
-    results are contiguous)."""
-    run: Callable[[], torch.Tensor]
+    """One torch call as routing serves it: ``run(input)`` gives torch's functional result
+    computed by tritonml from ``input`` (``self``, or its clone); ``input`` is written in place
+    when ``inplace``, ``out`` when given; ``index`` and ``values`` are read (``values`` must have
+    input's dtype, as torch requires). ``keeps_layout``: torch's new result has input's strides
+    (index_put clones input; the others' results are contiguous). ``covered``: for amax/amin
+    without self, () -> a bool mask of the input positions the index writes (see ``_serve``)."""
+    run: Callable[[torch.Tensor], torch.Tensor]
     input: torch.Tensor
     index: torch.Tensor
     values: torch.Tensor
@@ -65,7 +74,7 @@ class _Call:
     out: Optional[torch.Tensor] = None
     index_dtypes: tuple = (torch.int64, torch.int32)
     keeps_layout: bool = False
-    gradient_differs: bool = False   # torch's gradient is not tritonml's: not while recording
+    covered: Optional[Callable[[], torch.Tensor]] = None
 
 
 def _plain(t, readable) -> bool:
@@ -93,10 +102,10 @@ def _servable(call: _Call, readable) -> bool:
     if _torch_compat.forward_ad_active():
         return False   # tangents are not carried into tritonml through routing
     records = _records(call)
-    if records and call.gradient_differs:
-        return False
     if call.inplace:
-        return (not records and not has_internal_overlap(x)
+        if records and _torch_compat.leaf_or_view_of_leaf_requiring_grad(x):
+            return False   # torch refuses the in-place write and raises its own error
+        return (not has_internal_overlap(x)
                 and not (x.is_inference() and not torch.is_inference_mode_enabled())
                 and not any(_shares_memory(x, t) for t in (index, values)))
     if out is not None:
@@ -107,8 +116,9 @@ def _servable(call: _Call, readable) -> bool:
 
 
 def _deliver(call: _Call, result: torch.Tensor) -> torch.Tensor:
-    """torch's result: ``self`` or ``out`` written (one version-counter bump, as torch's), or a
-    new tensor laid out as torch's."""
+    """torch's result: ``self`` or ``out`` written (one version-counter bump, as torch's; in
+    place under autograd the copy rebases ``self``'s history onto the result), or a new tensor
+    laid out as torch's."""
     target = call.input if call.inplace else call.out
     if target is not None:
         target.copy_(result)
@@ -125,16 +135,36 @@ def _extreme_without_self(reduce, include_self) -> bool:
     return reduce in ("amax", "amin") and include_self is False
 
 
+def _input_ties_a_group(call: _Call, input: torch.Tensor, result: torch.Tensor) -> bool:
+    """Whether an input value the index overwrites equals its group's extreme: there torch's
+    gradient (amax/amin without self) counts the input among the ties, tritonml's does not;
+    everywhere else the two are the same."""
+    with torch.no_grad():
+        return bool(((input == result) & call.covered()).any())  # pyright: ignore[reportOptionalCall]
+
+
 def _serve(call: Optional[_Call], readable):
     if call is None or not _servable(call, readable):
         return FALL_THROUGH
+    records = _records(call)
+    # in place under autograd, ours reads a clone: a tensor its backward saves is never written
+    input = call.input.clone() if call.inplace and records else call.input
     try:
-        result = call.run()
+        result = call.run(input)
     except (TypeError, ValueError):
         # tritonml checks before it writes anything (an index value out of range among them):
         # torch runs the call and raises its own error
         return FALL_THROUGH
-    return _deliver(call, result)
+    if records and call.covered is not None and _input_ties_a_group(call, input, result):
+        return FALL_THROUGH   # torch's gradient is its own there: torch runs the call
+    try:
+        return _deliver(call, result)
+    except RuntimeError:
+        if not (call.inplace and records):
+            raise
+        # autograd refused the write (a view torch forbids writing in place, e.g. one made in
+        # no_grad mode or by unbind); self is unwritten, and torch raises its own error
+        return FALL_THROUGH
 
 
 # -- one reader per torch function ----------------------------------------------------------------
@@ -145,11 +175,14 @@ def _scatter_call(arguments: dict, inplace: bool, reduce: str, include_self) -> 
                           index_arg(arguments["dim"]))
     if dim is None or not all(isinstance(t, torch.Tensor) for t in (x, index, src)):
         return None
-    return _Call(lambda: _scatter.scatter_reduce(x, dim, index, src, reduce,
-                                                 include_self=include_self),
+    def covered():
+        return torch.zeros_like(x, dtype=torch.bool).scatter_(dim, index, True)
+
+    return _Call(lambda input: _scatter.scatter_reduce(input, dim, index, src, reduce,
+                                                       include_self=include_self),
                  x, index, src, inplace, arguments["out"],
                  index_dtypes=(torch.int64,),   # torch's scatter takes int64 indices only
-                 gradient_differs=_extreme_without_self(reduce, include_self))
+                 covered=covered if _extreme_without_self(reduce, include_self) else None)
 
 
 def route_scatter_add(args, kwargs, inplace, readable):
@@ -173,7 +206,8 @@ def _index_call(arguments: dict, inplace: bool, run) -> Optional[_Call]:
                              index_arg(arguments["dim"]))
     if dim is None or not all(isinstance(t, torch.Tensor) for t in (x, index, source)):
         return None
-    return _Call(lambda: run(x, dim, index, source), x, index, source, inplace, arguments["out"])
+    return _Call(lambda input: run(input, dim, index, source), x, index, source, inplace,
+                 arguments["out"])
 
 
 def route_index_add(args, kwargs, inplace, readable):
@@ -198,7 +232,17 @@ def route_index_reduce(args, kwargs, inplace, readable):
                        lambda x, dim, index, source: _scatter.index_reduce(
                            x, dim, index, source, reduce, include_self=include_self))
     if call is not None and _extreme_without_self(reduce, include_self):
-        call = replace(call, gradient_differs=True)
+        x, dim = call.input, index_arg(arguments["dim"])
+
+        def covered():
+            rows = torch.zeros(x.shape[dim] if x.dim() else 1, dtype=torch.bool, device=x.device)
+            rows[call.index] = True
+            shape = [1] * x.dim()
+            if shape:
+                shape[dim] = -1
+            return rows.view(shape).expand_as(x)
+
+        call = replace(call, covered=covered)
     return _serve(call, readable)
 
 
@@ -217,7 +261,7 @@ def route_bincount(args, kwargs, inplace, readable):
         # or not
         return FALL_THROUGH
     # the counted input plays the index, the weights the values (any dtype: torch converts them)
-    call = _Call(lambda: _scatter.bincount(x, weights, minlength), weights, x, weights,
+    call = _Call(lambda _: _scatter.bincount(x, weights, minlength), weights, x, weights,
                  index_dtypes=_scatter.BINCOUNT_DTYPES)
     return _serve(call, readable)
 
@@ -253,8 +297,8 @@ def route_index_put(args, kwargs, inplace, readable):
     x, (index, values) = arguments["input"], picked  # pyright: ignore[reportOptionalSubscript]
     n = x.shape[0]
 
-    def run():
+    def run(input):
         wrapped = torch.where(index < 0, index + n, index)
-        return _scatter.index_add(x, 0, wrapped, values)
+        return _scatter.index_add(input, 0, wrapped, values)
 
     return _serve(_Call(run, x, index, values, inplace, keeps_layout=True), readable)

@@ -50,7 +50,7 @@ lse: torch.Tensor = tritonml.logcumsumexp(x, 1, reverse=True)
 # routing torch's own ops, in a block or switched on and off
 with tritonml.use_tritonml("cpu" if tritonml.INTERPRET else "cuda"):
     routed: torch.Tensor = torch.cumsum(x, 1)
-tritonml.enable(("cuda",))
+tritonml.enable(("cpu",) if tritonml.INTERPRET else ("cuda",))   # cuda alone warns without a GPU
 tritonml.disable()
 version: str = tritonml.__version__
 

@@ -47,6 +47,18 @@ def tensor_version(t: torch.Tensor) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# Autograd's in-place rules (tritonml/routing_scatter.py)
+# ---------------------------------------------------------------------------------------------
+def leaf_or_view_of_leaf_requiring_grad(t: torch.Tensor) -> bool:
+    """``t`` is a leaf that requires grad, or a view of one: torch refuses to write such a tensor
+    in place while grad mode is on (routing_scatter.py lets torch raise that error itself, before
+    any kernel runs). torch publishes no accessor for a view's base."""
+    base = t._base if t._is_view() else None
+    return t.requires_grad and (t.is_leaf or (base is not None and base.is_leaf
+                                              and base.requires_grad))
+
+
+# ---------------------------------------------------------------------------------------------
 # Torch function modes (tritonml/routing.py, tritonml/torch_ops/define.py)
 # ---------------------------------------------------------------------------------------------
 # Routing keeps its mode at the bottom of this thread's torch function mode stack, above a default
