@@ -321,8 +321,8 @@ def _index_checks(input, dim, index, source) -> tuple[int, torch.Tensor]:
     in_shape = input.shape if input.dim() else (1,)
     src_shape = source.shape if source.dim() else (1,)
     if src_shape[dim] != index.numel():
-        raise ValueError(f"source: size {src_shape[dim]} of dim {dim} must equal the number of "
-                         f"index entries ({index.numel()})")
+        raise ValueError(f"index: must hold one entry per slice of source along dim {dim} "
+                         f"(source.size({dim}) = {src_shape[dim]}), got {index.numel()}")
     for k in range(rank):
         if k != dim and src_shape[k] != in_shape[k]:
             raise ValueError(f"source: size {src_shape[k]} of dim {k} must equal input's "
