@@ -60,6 +60,7 @@ FULL_ONLY = frozenset({
     "test_segment_compile",
     "test_distributed",   # spawns ranks
     "test_gpu_check",     # the GPU sweep's dry run: a minute of interpreted kernels
+    "test_bench_readme_command",   # the whole suite at its quick shapes: minutes
 })
 ONE_CASE = frozenset({
     "tests/launchers/test_scan_initial.py::test_gradcheck_in_x_and_initial",

@@ -4,8 +4,10 @@ inputs, every dtype; and their argument checks (nothing written on error)."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
+
 import pytest
 import torch
 
@@ -209,7 +211,7 @@ BAD_CALLS = {
         ValueError, "reduce: must be one of"),
     "index_add source size": (lambda out: tritonml.index_add(
         torch.zeros(3, 2), 0, torch.tensor([0, 1]), torch.ones(3, 2), out=out),
-        ValueError, "source: size 3 of dim 0 must equal the number of index entries"),
+        ValueError, "index: must hold one entry per slice of source along dim 0"),
     "index_add index out of range": (lambda out: tritonml.index_add(
         torch.zeros(3), 0, torch.tensor([5]), torch.ones(1), out=out),
         ValueError, "index: every value must be in \\[0, 3\\)"),
@@ -232,6 +234,25 @@ def test_bad_arguments_raise_before_writing(name):
     with pytest.raises(error, match=message):
         call(out)
     assert out.tolist() == [7.0] * 3
+
+
+@pytest.mark.parametrize("function, entries", [
+    ("index_add", 2), ("index_add", 4), ("index_reduce", 2), ("index_reduce", 4)])
+def test_an_index_of_the_wrong_length_is_named_as_torch_names_it(function, entries):
+    """torch's rule: the number of indices must equal source.size(dim) (its message names the
+    indices); an index shorter or longer than source's 3 slices along dim 1 is the index's
+    fault, named so, before anything is written."""
+    input, source = torch.full((2, 5), 7.0), torch.ones(2, 3)
+    index = torch.arange(entries) % 5
+    args = (input, 1, index, source) + (("prod",) if function == "index_reduce" else ())
+    with pytest.raises(RuntimeError, match=rf"Number of indices \({entries}\) should be equal to "
+                                           r"source.size\(dim\)"):
+        getattr(torch, function)(*args)
+    with pytest.raises(ValueError, match=re.escape(
+            f"index: must hold one entry per slice of source along dim 1 (source.size(1) = 3), "
+            f"got {entries}")):
+        getattr(tritonml, function)(*args)
+    assert input.eq(7.0).all()
 
 
 def test_bincount_checks():

@@ -31,6 +31,7 @@ REDUCE_FUNCTIONS = _REPORTED + tuple(f.name for f in RECORDS if f.name not in _R
 SCAN_OPS = ("cumulative_sum",)
 RECURRENCE = "linear_recurrence"
 NOT_AVAILABLE = "not available in this build"
+FAILED = "failed"   # a row whose case raised (its note says where and what; run.py)
 
 
 def nbytes(shape, dtype: torch.dtype) -> int:

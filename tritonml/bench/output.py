@@ -6,6 +6,8 @@ import json
 import os
 import statistics
 
+from .cases import FAILED
+
 # CSV columns, in order; a row lacks the timing columns where nothing was timed (left empty).
 COLUMNS = (
     "entry", "group", "op", "dtype", "shape", "axes", "timed_shape", "status", "kernels",
@@ -82,6 +84,11 @@ def markdown(environment: dict, rows: list) -> str:
             f"{r['modeled_us']:.1f} ({r['modeled_ideal_us']:.1f}) | "
             f"{r['modeled_ratio']:.3f}{over(r['target_modeled_time'])} | {bits} | "
             f"{_cell(r.get('registers'))} | {_cell(r.get('spill_bytes'))} |")
+    failed = [r for r in rows if r["status"] == FAILED]
+    if failed:
+        lines += ["", "Failed cases (not measured; the JSON keeps each traceback):", ""]
+        lines += [f"- {r['entry']} {r['op']} {r['dtype']}: " + " ".join(r["note"].split())
+                  for r in failed]
     lines += ["", "Targets (pass / miss / not applicable, over the rows measured):", "",
               "| target | pass | miss | n/a |", "|---|---:|---:|---:|"]
     measured = [r for r in rows if r["status"] == "ok"]

@@ -14,6 +14,11 @@ Where it runs:
   its full shape (``timing.py``).
 - ``--dry-run-timing`` runs the timing code on the CPU, at the counted shapes, with the
   interpreter: it exercises the GPU path; its numbers mean nothing and say so.
+
+A case that raises (counting, describing its launches or timing) becomes a row whose status is
+"failed" and whose note names the stage and the error (the JSON keeps the traceback); every other
+row is still measured and written, the markdown lists the failed cases, stderr names them, and
+the exit status is 1.
 """
 from __future__ import annotations
 
@@ -82,33 +87,67 @@ def count_rows(items, args) -> list:
         shape = counted_shape(entry, args.quick, args.max_elements)
         row = _base_row(entry, op, dtype, shape, args.target)
         try:
-            prepared = _cases.prepare(entry, op, dtype, shape)
+            _count_row(row, entry, op, dtype, shape, args)
         except _cases.NotAvailable as exc:
             row["status"] = _cases.NOT_AVAILABLE
             row["note"] = str(exc)
-            rows.append(row)
-            continue
-        fields, result, trace = measure.count(prepared, args.target)
-        row.update(fields)
-        if prepared.trace_fields is not None:
-            row.update(prepared.trace_fields(trace))
-        row["ideal_bytes"] = prepared.ideal_bytes
-        row["kernels"] = "+".join(launch["kernel"] for launch in fields["launch_detail"])
-        row["tritonml_error"] = _cases.relative_error(result, prepared.reference()) \
-            if not prepared.exact else float(not _equal(result, prepared.reference()))
-        modeled = measure.modeled_seconds(args.target, fields["launch_detail"])
-        ideal = measure.ideal_seconds(args.target, prepared.ideal_bytes)
-        row.update(modeled_us=modeled * 1e6, modeled_ideal_us=ideal * 1e6,
-                   modeled_ratio=modeled / ideal, status="ok")
-        if not args.no_compile:
-            row["_descriptions"] = measure.describe_launches(prepared.counted_run, args.target)
+        except Exception as exc:   # one case's failure is its row's, never the whole run's
+            _fail(row, "counting", exc)
         rows.append(row)
     if not args.no_compile:
-        measure.compile_facts([r for r in rows if "_descriptions" in r])
+        compiled = [r for r in rows if "_descriptions" in r]
+        try:
+            measure.compile_facts(compiled)
+        except Exception as exc:   # (the compile processes themselves: every row's facts)
+            error = f"{type(exc).__name__}: {exc}"
+            for row in compiled:
+                row.pop("_descriptions", None)
+                row["compiled"] = [{"ok": False, "error": error}]
     for row in rows:
         if row["status"] == "ok":
             row.update(measure.compiled_summary(row.get("compiled", [])))
     return rows
+
+
+def _count_row(row, entry, op, dtype, shape, args) -> None:
+    """``row`` filled with what one (entry, op, dtype) counts at ``shape``."""
+    from . import measure
+
+    prepared = _cases.prepare(entry, op, dtype, shape)
+    fields, result, trace = measure.count(prepared, args.target)
+    row.update(fields)
+    if prepared.trace_fields is not None:
+        row.update(prepared.trace_fields(trace))
+    row["ideal_bytes"] = prepared.ideal_bytes
+    row["kernels"] = "+".join(launch["kernel"] for launch in fields["launch_detail"])
+    row["tritonml_error"] = _cases.relative_error(result, prepared.reference()) \
+        if not prepared.exact else float(not _equal(result, prepared.reference()))
+    modeled = measure.modeled_seconds(args.target, fields["launch_detail"])
+    ideal = measure.ideal_seconds(args.target, prepared.ideal_bytes)
+    row.update(modeled_us=modeled * 1e6, modeled_ideal_us=ideal * 1e6,
+               modeled_ratio=modeled / ideal)
+    if not args.no_compile:
+        row["_descriptions"] = measure.describe_launches(prepared.counted_run, args.target)
+    row["status"] = "ok"
+
+
+def _fail(row: dict, stage: str, exc: BaseException) -> None:
+    """``row`` marked failed at ``stage`` ("counting", "timing"), the error its note (the
+    traceback in the JSON too), said at once on stderr; what it measured before stays."""
+    import traceback
+
+    from tqdm import tqdm
+
+    row.pop("_descriptions", None)
+    row["status"] = _cases.FAILED
+    row["note"] = f"{stage}: {type(exc).__name__}: {exc}"
+    row["traceback"] = "".join(traceback.format_exception(exc))
+    tqdm.write(f"tritonml bench: {case_name(row)} failed in {row['note']}", file=sys.stderr)
+
+
+def case_name(row: dict) -> str:
+    """The case a row holds, as ``--cases``/``--ops``/``--dtypes`` select it."""
+    return f"{row['entry']} {row['op']} {row['dtype']}"
 
 
 def _equal(result, reference) -> bool:
@@ -126,8 +165,12 @@ def count_in_child(args) -> list:
                 command += [f"--{option}", getattr(args, option)]
         command += ["--quick"] * args.quick + ["--no-compile"] * args.no_compile
         env = dict(os.environ, TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
-        subprocess.run(command, env=env, check=True)
-        with open(os.path.join(scratch, "bench.json")) as f:
+        # (exit status 1 with bench.json written: some cases failed, their rows say so)
+        done = subprocess.run(command, env=env)
+        path = os.path.join(scratch, "bench.json")
+        if done.returncode not in (0, 1) or not os.path.exists(path):
+            raise subprocess.CalledProcessError(done.returncode, command)
+        with open(path) as f:
             return json.load(f)["rows"]
 
 
@@ -149,11 +192,14 @@ def time_rows(rows, items, args, on_gpu: bool, progress_path: str | None = None)
         if row["status"] != "ok":
             continue
         shape = entry.shape if on_gpu else tuple(row["shape"])
-        prepared = _cases.prepare(entry, op, dtype, shape, device)
-        row["timed_shape"] = list(shape)
-        row["ideal_bytes_timed"] = prepared.ideal_bytes
-        row.update(timing.time_prepared(prepared, dry_run=not on_gpu))
-        del prepared
+        try:
+            prepared = _cases.prepare(entry, op, dtype, shape, device)
+            row["timed_shape"] = list(shape)
+            row["ideal_bytes_timed"] = prepared.ideal_bytes
+            row.update(timing.time_prepared(prepared, dry_run=not on_gpu))
+            del prepared
+        except Exception as exc:   # one case's failure is its row's, never the whole run's
+            _fail(row, "timing", exc)
         if progress_path is not None:
             with open(progress_path, "a") as f:
                 f.write(json.dumps({k: v for k, v in row.items() if not k.startswith("_")},
@@ -214,4 +260,9 @@ def cmd_bench(args, argv=()) -> int:
         output.plots(args.output, rows, args.target)
     sys.stdout.write(text)
     print(f"wrote {len(rows)} rows to {args.output}", file=sys.stderr)
+    failed = [case_name(row) for row in rows if row["status"] == _cases.FAILED]
+    if failed:
+        print(f"tritonml bench: {len(failed)} of {len(rows)} cases failed (their rows say why): "
+              + "; ".join(failed), file=sys.stderr)
+        return 1
     return 0

@@ -60,8 +60,35 @@ def read_index_bounds(keys: torch.Tensor, n_groups: Optional[int] = None
                  BLOCK_GROUPS=block_groups, SEARCH_STEPS=block.bit_length(),
                  MAX_TILE_GROUPS=SEARCH_BLOCKS_PER_TILE * block_groups, WRITE_OFFSETS=write,
                  num_warps=warps)
+    if trace.dry_run():   # (the kernel wrote nothing: torch reads the index instead)
+        least, greatest, descents = torch.stack(facts_by_torch(keys, 0)).tolist()
+        facts.copy_(torch.tensor([least, greatest, descents, 0]))
+        if write and descents == 0 and least >= 0 and greatest < n_groups:
+            offsets.copy_(group_boundaries(keys, n_groups))
     read = facts.tolist()
     least, greatest, descents, left = (read[k.value]
                                        for k in (FACT_MIN, FACT_MAX, FACT_DESCENTS, FACT_LEFT))
     found = write and descents == 0 and left == 0
     return least, greatest, descents, offsets if found else None
+
+
+def group_boundaries(sorted_keys: torch.Tensor, n_groups: int) -> torch.Tensor:
+    """Where each key's run starts in ``sorted_keys`` (1-D, non-decreasing), and the end: the
+    n_groups + 1 int64 boundaries ``index_bounds_kernel`` writes, searched by torch (int64, the
+    segment kernel's own type: int32 ones would be widened by a pass of their own)."""
+    wanted = torch.arange(n_groups + 1, device=sorted_keys.device, dtype=sorted_keys.dtype)
+    return torch.searchsorted(sorted_keys, wanted)
+
+
+def facts_by_torch(index: torch.Tensor, along: int
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(least, greatest, descents along ``along``) of a non-empty integer index, as 0-d tensors
+    computed by torch: what a dry run (``trace.dry_run``) reads where a kernel that did not run
+    would have written those facts."""
+    length = index.shape[along] if index.dim() else 1
+    if length < 2:
+        descents = torch.zeros((), dtype=torch.int64, device=index.device)
+    else:
+        here, after = index.narrow(along, 0, length - 1), index.narrow(along, 1, length - 1)
+        descents = (after < here).sum()
+    return index.min().to(torch.int64), index.max().to(torch.int64), descents

@@ -51,9 +51,10 @@ from ..kernels import combine as _combine
 from ..kernels.segment import segment_kernel
 from ..records.builtin_reductions import RECORDS, ReduceRecord, record_of
 from ..runtime import (plan as _plan, relaunch as _relaunch, resident as _resident,
-                       steps as _steps)
+                       steps as _steps, trace as _trace)
 from ..records import state_combine as _state_combine
 from . import scan_checks as _scan_checks
+from .index_bounds import facts_by_torch
 from ..records.reduction import Reduction
 from ..records.scan_combine import ScanCombine
 
@@ -343,7 +344,8 @@ def segment_reduce_ids(xs, reduction: Reduction, ids: torch.Tensor, n_segments: 
     int64 tensor [programs, 3] of each program's least id, greatest id and descents (an id below
     the one before), or None where nothing was launched. The outputs are right only where the
     least is >= 0, the greatest < n_segments and there are no descents: the caller checks
-    (``ids_facts``) before it uses them."""
+    (``ids_facts``) before it uses them. In a dry run (``trace.dry_run``), where the kernel
+    writes nothing, torch reads ``ids`` for the same facts."""
     key = None
     tensors = (xs,) if isinstance(xs, torch.Tensor) else xs
     if config is None and isinstance(reduction, Reduction) and isinstance(tensors, (tuple, list)):
@@ -360,6 +362,10 @@ def segment_reduce_ids(xs, reduction: Reduction, ids: torch.Tensor, n_segments: 
         facts = torch.empty((programs, 3), dtype=torch.int64, device=xs[0].device)
         plan.work.run(x=tuple(t.resolve_neg() for t in xs), out=outs, offsets=ids.contiguous(),
                       facts=facts)
+        if _trace.dry_run():   # (the kernel wrote nothing: torch reads the ids instead)
+            least, greatest, descents = facts_by_torch(ids, 0)
+            facts.copy_(torch.stack([least, greatest, torch.zeros_like(descents)]))
+            facts[0, 2] = descents
     return outs, facts
 
 

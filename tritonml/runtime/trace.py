@@ -3,7 +3,8 @@
 ``record()`` collects each launch (kernel, grid, arguments, meta-parameters) while it is active;
 benchmarks count launches with it, and the compile test turns the recorded launches into GPU
 compilations (``tritonml/bench/gpu_compile.py``) without a GPU. ``record(execute=False)`` skips the
-kernels themselves, so specializations can be enumerated cheaply.
+kernels themselves, so specializations can be enumerated cheaply; ``dry_run()`` tells the code
+that reads back what a kernel wrote (an index's facts) that nothing was written.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import torch
 from ..core import backend as _backend, torch_compat as _torch_compat, triton_compat as _triton_compat
 from . import relaunch as _relaunch
 
-__all__ = ["record", "Recorder", "Launch"]
+__all__ = ["record", "Recorder", "Launch", "dry_run"]
 
 # Recorders are per thread: a benchmark counting its launches does not see another thread's.
 _local = threading.local()
@@ -73,7 +74,12 @@ def record(execute: bool = True) -> Iterator[Recorder]:
 
     Args:
         execute: False skips the kernels themselves (a dry run: outputs are not written), so
-            specializations can be enumerated cheaply.
+            specializations can be enumerated cheaply. Where the host reads back what a kernel
+            wrote (the facts of an index that scatter, segment_coo, index_add, bincount and
+            their kin check: least and greatest value, descents, a sorted index's group
+            boundaries), a dry run computes those facts with torch from the same inputs
+            instead (``dry_run()``), so it takes the path a run would take, launches what it
+            would launch and raises the errors it would raise; only the results are unwritten.
 
     Yields:
         The ``Recorder``; its ``launches`` fill as the block runs.
@@ -94,6 +100,22 @@ def record(execute: bool = True) -> Iterator[Recorder]:
         yield rec
     finally:
         _active().remove(rec)
+
+
+def dry_run() -> bool:
+    """Whether launches made now in this thread are skipped: some active ``record`` block has
+    ``execute=False``. Code that reads back what a kernel wrote asks, and computes it otherwise
+    (``record``).
+
+    Example:
+        >>> from tritonml.runtime import trace
+        >>> with trace.record(execute=False):
+        ...     trace.dry_run()
+        True
+        >>> trace.dry_run()
+        False
+    """
+    return any(not rec.execute for rec in _active())
 
 
 # Triton's interpreter swaps ``triton.language``'s functions for numpy-backed ones, process-wide,
@@ -118,11 +140,9 @@ def runs_eagerly(t: torch.Tensor, *, observers: bool = False) -> bool:
 def launch(kernel: Any, grid: Any, *args: Any, **meta: Any) -> None:
     """Launch ``kernel[grid](*args, **meta)``, recorded by every active ``record`` block (and not
     run inside a dry one)."""
-    execute = True
     for rec in _active():
         rec.launches.append(Launch(kernel, tuple(grid), args, dict(meta)))
-        execute = execute and rec.execute
-    if not execute:
+    if dry_run():
         return
     if _backend.INTERPRET:
         # numpy warns on results the operators define (NaN propagation, overflow to inf, log(0),

@@ -15,10 +15,11 @@ import torch
 from ..core import checks as _checks
 from ..core.dtypes import check_dtype, is_float
 from ..core import backend as _backend
-from ..launchers.index_bounds import read_index_bounds
+from ..launchers.index_bounds import facts_by_torch, read_index_bounds
 from .scatter_groups import (Grouping, SortedLine, group, group_counts, reduce_groups,
                              shared_index)
 from ..records import ready_reductions as _ready
+from ..runtime import trace as _trace
 from .define import direct_call_allowed
 from .reduce_with import reduce_with
 from .segment import values_readable
@@ -76,11 +77,12 @@ def read_index(index: torch.Tensor, along: int, n_groups: Optional[int] = None
         return lo, hi, descents, SortedLine(line, offsets) if offsets is not None else None
     length = index.shape[along]
     if length < 2:
-        facts = [index.min(), index.max(), torch.zeros((), dtype=index.dtype,
-                                                       device=index.device)]
+        facts = list(facts_by_torch(index, along))
     else:
         here, after = index.narrow(along, 0, length - 1), index.narrow(along, 1, length - 1)
         facts = list(reduce_with(_ready.index_facts, (here, after), axes=None, keepdims=False))
+        if _trace.dry_run():   # (the reduction wrote nothing: torch reads the index instead)
+            facts = list(facts_by_torch(index, along))
     lo, hi, descents = torch.stack([f.to(torch.int64) for f in facts]).tolist()
     return lo, hi, descents, None
 
@@ -319,8 +321,8 @@ def _index_checks(input, dim, index, source) -> tuple[int, torch.Tensor]:
     in_shape = input.shape if input.dim() else (1,)
     src_shape = source.shape if source.dim() else (1,)
     if src_shape[dim] != index.numel():
-        raise ValueError(f"source: size {src_shape[dim]} of dim {dim} must equal the number of "
-                         f"index entries ({index.numel()})")
+        raise ValueError(f"index: must hold one entry per slice of source along dim {dim} "
+                         f"(source.size({dim}) = {src_shape[dim]}), got {index.numel()}")
     for k in range(rank):
         if k != dim and src_shape[k] != in_shape[k]:
             raise ValueError(f"source: size {src_shape[k]} of dim {k} must equal input's "

@@ -46,6 +46,7 @@ import torch
 from tritonml_autotune import devices
 
 from ..core import checks as _checks
+from ..launchers.index_bounds import group_boundaries as _boundaries
 from ..launchers.scan_checks import prechecked
 from ..launchers.segment import segment_reduce_axis
 from ..records.builtin_reductions import record_of
@@ -110,14 +111,6 @@ def _sorted(keys: torch.Tensor, n_groups: int) -> tuple[torch.Tensor, torch.Tens
     if n_groups <= 2**31 - 1 and keys.dtype == torch.int64:
         keys = keys.to(torch.int32)
     return torch.sort(keys, stable=True)
-
-
-def _boundaries(sorted_keys: torch.Tensor, n_groups: int) -> torch.Tensor:
-    """Where each key's run starts in ``sorted_keys``, and the end: n_groups + 1 int64
-    boundaries, the segment kernel's own type (int32 ones would be widened by a pass of
-    their own)."""
-    wanted = torch.arange(n_groups + 1, device=sorted_keys.device, dtype=sorted_keys.dtype)
-    return torch.searchsorted(sorted_keys, wanted)
 
 
 def sort_into_groups(values: torch.Tensor, axis: int, keys: torch.Tensor, n_groups: int,
