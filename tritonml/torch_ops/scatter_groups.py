@@ -45,7 +45,7 @@ import torch
 
 from tritonml_autotune import devices
 
-from ..core import checks as _checks
+from ..core import checks as _checks, torch_compat as _torch_compat
 from ..launchers.scan_checks import prechecked
 from ..launchers.segment import segment_reduce_axis
 from ..records.builtin_reductions import record_of
@@ -96,9 +96,12 @@ class SortedLine:
     offsets: torch.Tensor
 
     def serves(self, line: torch.Tensor, n_groups: int) -> bool:
-        """Whether these are the boundaries of ``line`` (the same elements of the same tensor)
-        into ``n_groups`` groups."""
-        mine = self.line
+        """Whether these are the boundaries of ``line`` (the same elements of the same tensor,
+        inside the wrappers of torch.func's grad and jvp transforms if any) into ``n_groups``
+        groups."""
+        mine, line = self.line, _torch_compat.grad_unwrapped(line)
+        if line is None:   # (batched by vmap: its values are not the line's)
+            return False
         return (line.data_ptr() == mine.data_ptr() and line.shape == mine.shape
                 and line.stride() == mine.stride() and line.dtype == mine.dtype
                 and line.device == mine.device and self.offsets.shape[0] == n_groups + 1)
@@ -117,6 +120,11 @@ def _boundaries(sorted_keys: torch.Tensor, n_groups: int) -> torch.Tensor:
     boundaries, the segment kernel's own type (int32 ones would be widened by a pass of
     their own)."""
     wanted = torch.arange(n_groups + 1, device=sorted_keys.device, dtype=sorted_keys.dtype)
+    if (not torch.compiler.is_compiling() and sorted_keys.numel()
+            and _torch_compat.is_functorch_wrapped(sorted_keys)):
+        # under vmap, the same wanted keys for every batch element: given unbatched, torch's
+        # batching rule would expand them (stride 0) and searchsorted warn of the copy
+        wanted = wanted + sorted_keys[:1] * 0
     return torch.searchsorted(sorted_keys, wanted)
 
 
