@@ -60,17 +60,14 @@ def _one_pass(src, index, dim: int, dim_size, functions: tuple) -> Optional[list
     """``reduce_sorted``'s results for a sorted index (``segment_coo``'s), or None where the
     two-pass path serves."""
     _check_args(src, index, dim_size)
-    try:
-        spread = _broadcast(index, src, dim)
-    except ValueError:   # (raised by the two-pass path, after its checks of the values)
-        return None
-    return reduce_sorted(src, spread, dim, dim_size, functions)
+    return reduce_sorted(src, _broadcast(index, src, dim), dim, dim_size, functions)
 
 
 def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> Grouping:
     """src grouped by index into ``dim_size`` groups (None: index.max() + 1, 0 for an empty
     index), the index's values checked and its order read in one pass in eager code."""
     _check_args(src, index, dim_size)
+    spread = _broadcast(index, src, dim)   # (every shape rule before the index is read)
     along = index.dim() - 1 if sorted_promise or index.dim() <= dim else dim
     plain = index_values(index) if index.numel() else None
     if dim_size is None and plain is not None:
@@ -85,7 +82,6 @@ def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> Groupin
         index_sorted, bounds = index_facts(index, n, sorted_along=along)
     if sorted_promise and not index_sorted and plain is not None:
         raise ValueError(UNSORTED)
-    spread = _broadcast(index, src, dim)
     return group(src, dim, spread, n, index_sorted=index_sorted or sorted_promise, bounds=bounds)
 
 
