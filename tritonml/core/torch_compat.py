@@ -90,7 +90,7 @@ _is_grad_tracking = getattr(_functorch, "is_gradtrackingtensor", None)
 _disable_functorch = getattr(torch._C, "_DisableFuncTorch", None)
 
 
-def grad_unwrapped(t: torch.Tensor):
+def grad_unwrapped(t: torch.Tensor) -> torch.Tensor | None:
     """``t`` itself, or where grad/jvp transforms wrap it, the tensor inside their wrappers;
     None where some other wrapper (vmap's batching: values per batch element, functionalize)
     holds it, or torch lacks the calls."""

@@ -99,12 +99,12 @@ class SortedLine:
         """Whether these are the boundaries of ``line`` (the same elements of the same tensor,
         inside the wrappers of torch.func's grad and jvp transforms if any) into ``n_groups``
         groups."""
-        mine, line = self.line, _torch_compat.grad_unwrapped(line)
-        if line is None:   # (batched by vmap: its values are not the line's)
+        mine, theirs = self.line, _torch_compat.grad_unwrapped(line)
+        if theirs is None:   # (batched by vmap: its values are not the line's)
             return False
-        return (line.data_ptr() == mine.data_ptr() and line.shape == mine.shape
-                and line.stride() == mine.stride() and line.dtype == mine.dtype
-                and line.device == mine.device and self.offsets.shape[0] == n_groups + 1)
+        return (theirs.data_ptr() == mine.data_ptr() and theirs.shape == mine.shape
+                and theirs.stride() == mine.stride() and theirs.dtype == mine.dtype
+                and theirs.device == mine.device and self.offsets.shape[0] == n_groups + 1)
 
 
 def _sorted(keys: torch.Tensor, n_groups: int) -> tuple[torch.Tensor, torch.Tensor]:
