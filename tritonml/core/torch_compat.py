@@ -93,6 +93,32 @@ def is_functorch_wrapped(t: torch.Tensor) -> bool:
     return _is_functorch_wrapped is not None and _is_functorch_wrapped(t)
 
 
+# The scatter family's index checks read the index's values with a kernel: inside grad and jvp
+# transforms, the values of an index they wrap are the tensor inside the wrappers (the same at
+# every level), and the launch runs with the transforms out of the way, so the scratch tensors it
+# makes stay plain tensors a kernel can read (functorch would wrap them otherwise).
+_get_unwrapped = getattr(_functorch, "get_unwrapped", None)
+_is_grad_tracking = getattr(_functorch, "is_gradtrackingtensor", None)
+_disable_functorch = getattr(torch._C, "_DisableFuncTorch", None)
+
+
+def grad_unwrapped(t: torch.Tensor) -> torch.Tensor | None:
+    """``t`` itself, or where grad/jvp transforms wrap it, the tensor inside their wrappers;
+    None where some other wrapper (vmap's batching: values per batch element, functionalize)
+    holds it, or torch lacks the calls."""
+    while is_functorch_wrapped(t):
+        if _get_unwrapped is None or _is_grad_tracking is None or not _is_grad_tracking(t):
+            return None
+        t = _get_unwrapped(t)
+    return t
+
+
+def functorch_disabled():
+    """A block that torch.func transforms in progress do not see: ops on plain tensors, and
+    the tensors made there, stay plain (torch's ``_DisableFuncTorch``; no-op without it)."""
+    return _disable_functorch() if _disable_functorch is not None else contextlib.nullcontext()
+
+
 def forward_ad_active() -> bool:
     """A forward-mode AD level is entered (``torch.autograd.forward_ad.dual_level``)."""
     return getattr(torch.autograd.forward_ad, "_current_level", -1) >= 0
@@ -163,4 +189,7 @@ def missing() -> list:
         ("torch._C._len_torch_function_stack", function_mode_count),
         ("torch._C._functorch.peek_interpreter_stack", peek_functorch_interpreter),
         ("torch._C._functorch.is_functorch_wrapped_tensor", _is_functorch_wrapped),
+        ("torch._C._functorch.get_unwrapped", _get_unwrapped),
+        ("torch._C._functorch.is_gradtrackingtensor", _is_grad_tracking),
+        ("torch._C._DisableFuncTorch", _disable_functorch),
     ) if value is None]

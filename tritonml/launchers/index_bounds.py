@@ -16,6 +16,7 @@ from tritonml_autotune.heuristics import next_pow2
 
 from ..kernels.index_bounds import (FACT_DESCENTS, FACT_LEFT, FACT_MAX, FACT_MIN,
                                     index_bounds_kernel)
+from ..core import torch_compat as _torch_compat
 from ..runtime import trace
 
 GPU_BLOCK = 1024
@@ -77,6 +78,11 @@ def group_boundaries(sorted_keys: torch.Tensor, n_groups: int) -> torch.Tensor:
     n_groups + 1 int64 boundaries ``index_bounds_kernel`` writes, searched by torch (int64, the
     segment kernel's own type: int32 ones would be widened by a pass of their own)."""
     wanted = torch.arange(n_groups + 1, device=sorted_keys.device, dtype=sorted_keys.dtype)
+    if (not torch.compiler.is_compiling() and sorted_keys.numel()
+            and _torch_compat.is_functorch_wrapped(sorted_keys)):
+        # under vmap, the same wanted keys for every batch element: given unbatched, torch's
+        # batching rule would expand them (stride 0) and searchsorted warn of the copy
+        wanted = wanted + sorted_keys[:1] * 0
     return torch.searchsorted(sorted_keys, wanted)
 
 

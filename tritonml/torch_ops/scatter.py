@@ -14,7 +14,7 @@ import torch
 
 from ..core import checks as _checks
 from ..core.dtypes import check_dtype, is_float
-from ..core import backend as _backend
+from ..core import backend as _backend, torch_compat as _torch_compat
 from ..launchers.index_bounds import facts_by_torch, read_index_bounds
 from .scatter_groups import (Grouping, SortedLine, group, group_counts, reduce_groups,
                              shared_index)
@@ -59,10 +59,22 @@ def check_reduce(reduce, allowed: Sequence[str]) -> str:
     return reduce
 
 
+def index_values(index: torch.Tensor) -> Optional[torch.Tensor]:
+    """A plain tensor holding ``index``'s values where eager code can read them: index itself,
+    or inside torch.func's grad and jvp transforms (jacrev, jacfwd, hessian) the tensor their
+    wrappers hold, whose values are the same at every level (an index passed in, or made
+    inside the transformed function). None under torch.compile, export and dispatch modes, and
+    for an index vmap batches (its values differ per batch element): nothing is read there."""
+    if torch.compiler.is_compiling():   # (Dynamo does not trace functorch's queries)
+        return None
+    plain = _torch_compat.grad_unwrapped(index)
+    return plain if plain is not None and values_readable(plain) else None
+
+
 def read_index(index: torch.Tensor, along: int, n_groups: Optional[int] = None
                ) -> tuple[int, int, int, Optional[SortedLine]]:
-    """(min, max, descents along ``along``, boundaries) of a non-empty int32/int64 ``index``:
-    one pass over it and one device synchronization.
+    """(min, max, descents along ``along``, boundaries) of a non-empty int32/int64 plain
+    ``index`` (``index_values``'): one pass over it and one device synchronization.
 
     An index that is one 1-D line repeated across its other dims (``shared_index``: a 1-D
     index, torch_scatter's broadcast one) is read as that line by ``read_index_bounds``, which
@@ -70,20 +82,26 @@ def read_index(index: torch.Tensor, along: int, n_groups: Optional[int] = None
     it is sorted: returned as a ``SortedLine`` for ``group``, which then reads the index no
     more. Any other index is read by the ready reduction ``index_facts`` (each element and the
     next, the second view reading what the first brought into the cache); its boundaries are
-    None."""
-    line = shared_index(index, along) if index.dim() else index.reshape(1)
-    if line is not None:
-        lo, hi, descents, offsets = read_index_bounds(line, n_groups)
-        return lo, hi, descents, SortedLine(line, offsets) if offsets is not None else None
-    length = index.shape[along]
-    if length < 2:
-        facts = list(facts_by_torch(index, along))
-    else:
-        here, after = index.narrow(along, 0, length - 1), index.narrow(along, 1, length - 1)
-        facts = list(reduce_with(_ready.index_facts, (here, after), axes=None, keepdims=False))
-        if _trace.dry_run():   # (the reduction wrote nothing: torch reads the index instead)
+    None.
+
+    Inside a torch.func transform the read runs with the transform out of the way: the
+    tensors it makes for the kernel to write are plain, as the index is, and so are the
+    boundaries (an index, never differentiated)."""
+    with _torch_compat.functorch_disabled():
+        line = shared_index(index, along) if index.dim() else index.reshape(1)
+        if line is not None:
+            lo, hi, descents, offsets = read_index_bounds(line, n_groups)
+            return lo, hi, descents, SortedLine(line, offsets) if offsets is not None else None
+        length = index.shape[along]
+        if length < 2:
             facts = list(facts_by_torch(index, along))
-    lo, hi, descents = torch.stack([f.to(torch.int64) for f in facts]).tolist()
+        else:
+            here, after = index.narrow(along, 0, length - 1), index.narrow(along, 1, length - 1)
+            facts = list(reduce_with(_ready.index_facts, (here, after), axes=None,
+                                     keepdims=False))
+            if _trace.dry_run():   # (the reduction wrote nothing: torch reads the index instead)
+                facts = list(facts_by_torch(index, along))
+        lo, hi, descents = torch.stack([f.to(torch.int64) for f in facts]).tolist()
     return lo, hi, descents, None
 
 
@@ -91,13 +109,14 @@ def index_facts(index: torch.Tensor, n: int, name: str = "index", *,
                 sorted_along: Optional[int] = None) -> tuple[bool, Optional[SortedLine]]:
     """Check that every value of ``index`` is in [0, n) and tell whether it is non-decreasing
     along ``sorted_along`` (False when not asked), with its boundaries where ``read_index``
-    finds them (asked for only with ``sorted_along``); in eager code only
-    (``values_readable``). Under torch.compile, export and torch.func transforms nothing is
+    finds them (asked for only with ``sorted_along``), where its values can be read
+    (``index_values``). Elsewhere (torch.compile, export, an index vmap batches) nothing is
     read, the values must be right, and the index is taken as unsorted."""
-    if index.numel() == 0 or not values_readable(index):
+    plain = index_values(index) if index.numel() else None
+    if plain is None:
         return False, None
     along = sorted_along if sorted_along is not None else max(index.dim() - 1, 0)
-    lo, hi, descents, bounds = read_index(index, along,
+    lo, hi, descents, bounds = read_index(plain, along,
                                           n if sorted_along is not None else None)
     if lo < 0 or hi >= n:
         raise ValueError(f"{name}: every value must be in [0, {n}), found "
@@ -387,7 +406,8 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None,
     other dtype float64, as torch), summed in a fixed order.
 
     The result has ``max(input.max() + 1, minlength)`` entries: reading input.max() is a device
-    synchronization (as torch's), so under torch.compile it is a graph break.
+    synchronization (as torch's), so under torch.compile it is a graph break, and under
+    torch.func.vmap input must not be batched (a ValueError; weights may be).
 
     Example:
         >>> import torch, tritonml
@@ -415,6 +435,16 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None,
         dtype = torch.float32 if weights.dtype == torch.float32 else torch.float64
     n = minlength
     sorted_index = True
+    if input.numel():
+        # its values decide the result's size, so they are read even inside a transform: in
+        # grad's and jvp's wrappers, the same values at every level
+        plain = (input if torch.compiler.is_compiling()
+                 else _torch_compat.grad_unwrapped(input))
+        if plain is None:
+            raise ValueError("input: its values decide the result's size, so it cannot be "
+                             "batched by vmap (each element would have a size of its own; "
+                             "torch.bincount refuses it too): vmap over weights only")
+        input = plain
     # the checks' reduction reads 32- and 64-bit integers: narrower ones are widened first
     keys = input if input.dtype in (torch.int32, torch.int64) else input.to(torch.int32)
     if input.numel():

@@ -17,10 +17,9 @@ import torch
 
 from ..core import checks as _checks
 from .scatter import (check_index, check_reduce, check_values_tensor, divide, index_facts,
-                      read_index)
+                      index_values, read_index)
 from .scatter_groups import Grouping, group, reduce_groups
 from .scatter_one_pass import UNSORTED, reduce_sorted
-from .segment import values_readable
 
 # torch_scatter's reduce names -> the segment reduction of the groups
 REDUCE_FUNCTIONS = {"sum": "SUM", "add": "SUM", "mean": "SUM", "mul": "MULTIPLY", "min": "MIN",
@@ -61,22 +60,19 @@ def _one_pass(src, index, dim: int, dim_size, functions: tuple) -> Optional[list
     """``reduce_sorted``'s results for a sorted index (``segment_coo``'s), or None where the
     two-pass path serves."""
     _check_args(src, index, dim_size)
-    try:
-        spread = _broadcast(index, src, dim)
-    except ValueError:   # (raised by the two-pass path, after its checks of the values)
-        return None
-    return reduce_sorted(src, spread, dim, dim_size, functions)
+    return reduce_sorted(src, _broadcast(index, src, dim), dim, dim_size, functions)
 
 
 def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> Grouping:
     """src grouped by index into ``dim_size`` groups (None: index.max() + 1, 0 for an empty
     index), the index's values checked and its order read in one pass in eager code."""
     _check_args(src, index, dim_size)
+    spread = _broadcast(index, src, dim)   # (every shape rule before the index is read)
     along = index.dim() - 1 if sorted_promise or index.dim() <= dim else dim
-    readable = index.numel() > 0 and values_readable(index)
-    if dim_size is None and readable:
+    plain = index_values(index) if index.numel() else None
+    if dim_size is None and plain is not None:
         # the one read of the index gives the number of groups too
-        lo, hi, descents, _ = read_index(index, along)
+        lo, hi, descents, _ = read_index(plain, along)
         n = hi + 1
         if lo < 0:
             raise ValueError(f"index: every value must be in [0, {n}), found {lo}")
@@ -84,9 +80,8 @@ def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> Groupin
     else:
         n = dim_size if dim_size is not None else (int(index.max()) + 1 if index.numel() else 0)
         index_sorted, bounds = index_facts(index, n, sorted_along=along)
-    if sorted_promise and not index_sorted and readable:
+    if sorted_promise and not index_sorted and plain is not None:
         raise ValueError(UNSORTED)
-    spread = _broadcast(index, src, dim)
     return group(src, dim, spread, n, index_sorted=index_sorted or sorted_promise, bounds=bounds)
 
 

@@ -45,7 +45,7 @@ import torch
 
 from tritonml_autotune import devices
 
-from ..core import checks as _checks
+from ..core import checks as _checks, torch_compat as _torch_compat
 from ..launchers.index_bounds import group_boundaries as _boundaries
 from ..launchers.scan_checks import prechecked
 from ..launchers.segment import segment_reduce_axis
@@ -97,12 +97,15 @@ class SortedLine:
     offsets: torch.Tensor
 
     def serves(self, line: torch.Tensor, n_groups: int) -> bool:
-        """Whether these are the boundaries of ``line`` (the same elements of the same tensor)
-        into ``n_groups`` groups."""
-        mine = self.line
-        return (line.data_ptr() == mine.data_ptr() and line.shape == mine.shape
-                and line.stride() == mine.stride() and line.dtype == mine.dtype
-                and line.device == mine.device and self.offsets.shape[0] == n_groups + 1)
+        """Whether these are the boundaries of ``line`` (the same elements of the same tensor,
+        inside the wrappers of torch.func's grad and jvp transforms if any) into ``n_groups``
+        groups."""
+        mine, theirs = self.line, _torch_compat.grad_unwrapped(line)
+        if theirs is None:   # (batched by vmap: its values are not the line's)
+            return False
+        return (theirs.data_ptr() == mine.data_ptr() and theirs.shape == mine.shape
+                and theirs.stride() == mine.stride() and theirs.dtype == mine.dtype
+                and theirs.device == mine.device and self.offsets.shape[0] == n_groups + 1)
 
 
 def _sorted(keys: torch.Tensor, n_groups: int) -> tuple[torch.Tensor, torch.Tensor]:
