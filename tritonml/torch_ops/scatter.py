@@ -27,6 +27,8 @@ from .segment import values_readable
 REDUCE_FUNCTIONS = {"sum": "SUM", "prod": "MULTIPLY", "mean": "SUM", "amax": "MAX",
                     "amin": "MIN"}
 INDEX_DTYPES = (torch.int64, torch.int32)
+# the reductions whose fold of input (include_self) would round a second time in the dtype
+FOLDED_IN_ACCUMULATION = ("sum", "prod", "mean")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,8 +162,15 @@ def grouped_reduce(input: torch.Tensor, dim: int, index: torch.Tensor, src: torc
         combined = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce]))
     else:
         grouping = group(src, dim, index, n, index_sorted=index_sorted, bounds=bounds)
-        reduced = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce]))
-        combined = fold_in(reduce, region, reduced, grouping, include_self)
+        accumulated = include_self and reduce in FOLDED_IN_ACCUMULATION and is_float(src.dtype)
+        reduced = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce],
+                                                accumulated=accumulated))
+        if accumulated:
+            # input joins each group's sum or product in the accumulation dtype (type
+            # promotion), and the result is rounded to input's once
+            combined = fold_in(reduce, region, reduced, grouping, include_self).to(input.dtype)
+        else:
+            combined = fold_in(reduce, region, reduced, grouping, include_self)
     if combined.shape == input.shape:
         return combined
     out = input.clone()
@@ -228,7 +237,8 @@ def scatter_reduce(input: torch.Tensor, dim: int, index: torch.Tensor, src: torc
     otherwise (``include_self=False``).
 
     Each group is reduced by the segment kernel in a fixed order (docs/scatter.md), then input
-    is folded in: the same bits on every run, whatever the GPU.
+    is folded in (a float sum, product or mean: in the accumulation dtype, the result rounded
+    once): the same bits on every run, whatever the GPU.
 
     Args:
         input: The tensor scattered into (any dtype tritonml supports; rank 0 to 8).
