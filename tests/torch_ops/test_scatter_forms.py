@@ -126,6 +126,17 @@ def test_segment_coo_refuses_an_unsorted_index():
         tritonml.scatter(torch.ones(3, 2), torch.tensor([[1, 0, 2]]), dim=0)
 
 
+def test_segment_coo_takes_torch_scatters_reduces_only():
+    # torch_scatter's segment_coo takes sum, add, mean, min and max (its ValueError otherwise);
+    # "mul" is scatter's alone, and the message names what segment_coo takes
+    with pytest.raises(ValueError) as refused:
+        tritonml.segment_coo(torch.ones(3), torch.tensor([0, 0, 1]), reduce="mul")
+    assert str(refused.value) == ("reduce: must be one of 'sum', 'add', 'mean', 'min', 'max', "
+                                  "got 'mul'")
+    assert tritonml.scatter(torch.full((3,), 2.0), torch.tensor([0, 0, 1]),
+                            reduce="mul").tolist() == [4.0, 2.0]
+
+
 def test_empty_src_and_groups():
     out, arg = tritonml.scatter_max(torch.empty(0, 2), torch.empty(0, dtype=torch.int64), 0,
                                     dim_size=3)

@@ -26,6 +26,8 @@ from .segment import values_readable
 REDUCE_FUNCTIONS = {"sum": "SUM", "add": "SUM", "mean": "SUM", "mul": "MULTIPLY", "min": "MIN",
                     "max": "MAX"}
 _ARG_FUNCTIONS = {"min": "ARGMIN", "max": "ARGMAX"}
+# torch_scatter's segment_coo takes no "mul" (its scatter does)
+SEGMENT_REDUCES = ("sum", "add", "mean", "min", "max")
 
 
 def _broadcast(index: torch.Tensor, src: torch.Tensor, dim: int) -> torch.Tensor:
@@ -112,7 +114,7 @@ EMPTY = {"min": 0, "max": 0}
 
 
 def _reduce(src, index, dim, dim_size, reduce, *, sorted_promise: bool) -> torch.Tensor:
-    reduce = check_reduce(reduce, tuple(REDUCE_FUNCTIONS))
+    reduce = check_reduce(reduce, SEGMENT_REDUCES if sorted_promise else tuple(REDUCE_FUNCTIONS))
     # (an integer mean divides by the groups' counts, which the boundaries give)
     if sorted_promise and not (reduce == "mean" and not src.dtype.is_floating_point):
         function = (("AVERAGE", 0.0, None) if reduce == "mean"
