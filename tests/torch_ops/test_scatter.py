@@ -243,6 +243,19 @@ def test_bincount_matches_definition(weights_dtype, sorted_input):
     assert tritonml.bincount(torch.empty(0, dtype=torch.int64), minlength=3).tolist() == [0] * 3
 
 
+@pytest.mark.parametrize("input_dtype", (torch.int64, torch.uint8), ids=str)
+def test_bincount_of_an_empty_input_is_torchs(input_dtype):
+    # torch.bincount of an empty input returns its counts' int64 zeros whatever the weights
+    empty = torch.empty(0, dtype=input_dtype)
+    for weights_dtype in (None, torch.float32, torch.float64, torch.float16, torch.int32):
+        for minlength in (0, 3):
+            weights = None if weights_dtype is None else torch.empty(0, dtype=weights_dtype)
+            got = tritonml.bincount(empty, weights, minlength=minlength)
+            want = torch.bincount(empty, weights, minlength=minlength)
+            assert got.dtype == want.dtype and got.tolist() == want.tolist(), (weights_dtype,
+                                                                               minlength)
+
+
 # ---------------------------------------------------------------------------------------------
 # Checks: a clear error naming the argument, before anything is written
 # ---------------------------------------------------------------------------------------------

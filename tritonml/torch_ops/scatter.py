@@ -392,7 +392,8 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None,
              minlength: int = 0) -> torch.Tensor:
     """torch.bincount, deterministic: how often each value of ``input`` occurs (int64), or with
     ``weights`` the sum of the weights of its occurrences (float32 weights give float32, any
-    other dtype float64, as torch), summed in a fixed order.
+    other dtype float64, as torch), summed in a fixed order. An empty input gives ``minlength``
+    int64 zeros, weights or not, as torch's.
 
     The result has ``max(input.max() + 1, minlength)`` entries: reading input.max() is a device
     synchronization (as torch's), so under torch.compile it is a graph break.
@@ -421,15 +422,17 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None,
         if weights.device != input.device:
             raise ValueError(f"weights: is on {weights.device} but input is on {input.device}")
         dtype = torch.float32 if weights.dtype == torch.float32 else torch.float64
+    if input.numel() == 0:
+        # torch's empty result is its counts' whatever the weights (int64, no gradient)
+        return torch.zeros(minlength, dtype=torch.int64, device=input.device)
     n = minlength
     sorted_index = True
     # the checks' reduction reads 32- and 64-bit integers: narrower ones are widened first
     keys = input if input.dtype in (torch.int32, torch.int64) else input.to(torch.int32)
-    if input.numel():
-        lo, hi, descents, _ = read_index(keys, 0)
-        if lo < 0:
-            raise ValueError(f"input: values must be non-negative, found {lo}")
-        n, sorted_index = max(n, hi + 1), descents == 0
+    lo, hi, descents, _ = read_index(keys, 0)
+    if lo < 0:
+        raise ValueError(f"input: values must be non-negative, found {lo}")
+    n, sorted_index = max(n, hi + 1), descents == 0
     if weights is None:
         return group_counts(keys, n, keys_sorted=sorted_index)
     grouping = group(weights.to(dtype), 0, keys, n, index_sorted=sorted_index)
