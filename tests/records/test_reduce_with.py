@@ -410,6 +410,109 @@ def test_errors_name_the_argument_and_launch_nothing():
     assert rec.launches == []
 
 
+@triton.jit
+def _pair_prepare(xs, index):
+    return (xs[0], xs[0] * xs[0])
+
+
+@triton.jit
+def _pair_merge(a, b):
+    return (a[0] + b[0], a[1] + b[1])
+
+
+@triton.jit
+def _merge_of_one(a, b):
+    return (a[0] + b[0],)
+
+
+@triton.jit
+def _merge_of_three(a, b):
+    return (a[0] + b[0], a[1] + b[1], a[0])
+
+
+@triton.jit
+def _merge_of_three_args(a, b, c):
+    return (a[0] + b[0], a[1] + b[1])
+
+
+@triton.jit
+def _merge_that_fails(a, b):
+    return (a[0] + b[0], a[1] + b[1] + not_defined_anywhere)  # noqa: F821
+
+
+@triton.jit
+def _finish_first(s, count):
+    return (s[0],)
+
+
+@triton.jit
+def _finish_of_two(s, count):
+    return (s[0], s[1])
+
+
+def _pair(merge=_pair_merge, finish=_finish_first):
+    return tritonml.Reduction("sum_and_squares", _pair_prepare, merge, finish,
+                              identity=(0.0, 0.0),
+                              state_dtypes=lambda d: (torch.float64, torch.float64),
+                              output_dtypes=lambda d: (torch.float64,))
+
+
+@pytest.mark.parametrize("form", ("reduce_with", "segment_reduce"))
+def test_a_reduction_function_of_the_wrong_arity_is_a_combine_error_before_any_launch(form):
+    # a merge returning fewer (or more) values than the state has components ran on the first
+    # ones alone; now refused from its source, naming the function, the reduction and the rule
+    x = torch.randn(4, 5, dtype=torch.float64)
+
+    def run(reduction):
+        if form == "reduce_with":
+            return tritonml.reduce_with(reduction, x, 1)
+        return tritonml.segment_reduce(x, reduction, offsets=torch.tensor([0, 2, 5]), axis=1)
+    cases = [(_pair(merge=_merge_of_one), "merge", _merge_of_one,
+              "returns 1 value(s); merge must return a tuple of 2, one per state component"),
+             (_pair(merge=_merge_of_three), "merge", _merge_of_three,
+              "returns 3 value(s); merge must return a tuple of 2"),
+             (_pair(merge=_merge_of_three_args), "merge", _merge_of_three_args,
+              "takes 3 parameter(s); a Reduction's merge takes two"),
+             (_pair(finish=_finish_of_two), "finish", _finish_of_two,
+              "returns 2 value(s); finish must return a tuple of 1, one per output")]
+    with _trace.record(execute=False) as rec:
+        for reduction, role, fn, rule in cases:
+            with pytest.raises(tritonml.CombineError) as refused:
+                run(reduction)
+            message = str(refused.value)
+            name = f"{fn.fn.__module__}.{fn.fn.__qualname__}"
+            assert message.startswith(f"{role} {name} ("), message
+            assert "of the reduction sum_and_squares" in message and rule in message, message
+            assert refused.value.combine == name
+            assert isinstance(refused.value.original, (TypeError, ValueError))
+    assert rec.launches == []
+    # the right arity runs: the sum of each row (the squares' component is not an output)
+    np.testing.assert_allclose(run(_pair()).numpy().ravel(),
+                               x.numpy().sum(1) if form == "reduce_with" else
+                               np.stack([x.numpy()[:, :2].sum(1), x.numpy()[:, 2:].sum(1)],
+                                        1).ravel())
+
+
+@pytest.mark.skipif(not tritonml.INTERPRET, reason="locates errors the interpreter raises")
+@pytest.mark.parametrize("form", ("reduce_with", "segment_reduce"))
+def test_an_error_inside_a_reductions_function_is_a_combine_error(form):
+    # Triton's InterpreterError around the user's NameError, reported once at its line
+    x = torch.randn(4, 5, dtype=torch.float64)
+    with pytest.raises(tritonml.CombineError) as failed:
+        if form == "reduce_with":
+            tritonml.reduce_with(_pair(merge=_merge_that_fails), x, 1)
+        else:
+            tritonml.segment_reduce(x, _pair(merge=_merge_that_fails),
+                                    offsets=torch.tensor([0, 2, 5]), axis=1)
+    error = failed.value
+    assert isinstance(error.original, NameError)
+    assert error.combine.endswith("_merge_that_fails")
+    assert error.filename == __file__
+    assert error.lineno == _merge_that_fails.fn.__code__.co_firstlineno + 2
+    assert str(error).startswith(f"merge {error.combine} ({__file__}:{error.lineno}) of the "
+                                 "reduction sum_and_squares raised NameError")
+
+
 def test_worked_example_in_docs():
     # docs/dsl.md, "User-defined reductions": rows [2, 4, 4, 4] and [5, 5, 7, 9]
     x = torch.tensor([[2., 4., 4., 4.], [5., 5., 7., 9.]])

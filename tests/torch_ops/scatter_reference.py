@@ -81,10 +81,18 @@ def index_reduce(input, dim, index, source, reduce, include_self=True):
                           include_self)
 
 
-def scatter_groups(src, index, dim, dim_size, reduce, with_arg=False):
+def truncated(numerator: int, denominator: int) -> int:
+    """C's integer division: the quotient rounded toward zero."""
+    quotient = abs(numerator) // abs(denominator)
+    return quotient if (numerator < 0) == (denominator < 0) else -quotient
+
+
+def scatter_groups(src, index, dim, dim_size, reduce, with_arg=False, integer_mean="floor"):
     """torch_scatter's scatter over an index already broadcast to src: the output of src's shape
     with ``dim`` -> dim_size; an empty group 0 (1 for "mul"); the arg position of min/max (the
-    first of ties, of NaNs the first NaN; an empty group's src.size(dim))."""
+    first of ties, of NaNs the first NaN; an empty group's src.size(dim)). An integer mean is
+    the wrapped sum over the count, rounded down (``scatter``'s) or, with ``integer_mean=
+    "trunc"``, toward zero (``segment_coo``'s C division)."""
     s, idx = _numpy(src), _numpy(index)
     shape = list(src.shape)
     shape[dim] = dim_size
@@ -99,9 +107,11 @@ def scatter_groups(src, index, dim, dim_size, reduce, with_arg=False):
     for target, entries in groups.items():
         values = [v for v, _ in entries]
         if reduce == "mean":
+            total = wrap(sum(int(v) for v in values), src.dtype) \
+                if not src.dtype.is_floating_point else None
             out[target] = (float(np.sum(np.array(values, dtype=np.float64))) / len(values)
-                           if src.dtype.is_floating_point
-                           else wrap(sum(int(v) for v in values), src.dtype) // len(values))
+                           if total is None else truncated(total, len(values))
+                           if integer_mean == "trunc" else total // len(values))
         else:
             out[target] = _fold(values, reduce, src.dtype)
         if with_arg:

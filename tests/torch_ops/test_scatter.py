@@ -106,6 +106,67 @@ def test_scatter_reduce_matches_definition(layout, reduce, include_self, dtype):
     assert torch.equal(input, before)
 
 
+# (mantissa bits, least normal exponent) of the dtypes whose groups accumulate in a wider one
+_PRECISION = {torch.float16: (10, -14), torch.bfloat16: (7, -126), torch.float32: (23, -126)}
+_ACCUMULATION_EPS = {torch.float16: 2.0**-24, torch.bfloat16: 2.0**-24, torch.float32: 2.0**-53}
+
+
+def _half_ulp(exact: np.ndarray, dtype) -> np.ndarray:
+    """Half the spacing of ``dtype``'s values at ``exact`` (the larger one at a power of 2)."""
+    bits, least = _PRECISION[dtype]
+    magnitude = np.abs(exact.astype(np.float64))
+    exponent = np.floor(np.log2(np.where(magnitude > 0, magnitude, 1.0)))
+    return 0.5 * 2.0 ** (np.maximum(exponent, least) - bits)
+
+
+@pytest.mark.parametrize("dtype", tuple(_PRECISION), ids=str)
+def test_include_self_rounds_once(dtype):
+    # input joins each group in the accumulation dtype and the result is rounded once: within
+    # half an ulp of the exact value (numpy float64 of the definition) plus the accumulation's
+    # own rounding, n * eps times the terms' magnitudes. Rounding the group first and adding
+    # input in the dtype misses about a quarter of these by up to an ulp.
+    g = torch.Generator().manual_seed(23)
+    line = torch.randint(0, 6, (30,), generator=g)
+    shared = line[:, None].expand(30, 4)                  # stride 0 across the columns
+    general = torch.randint(0, 6, (30, 4), generator=g)   # varies across them
+    mixed = (torch.randn(6, 4, generator=g, dtype=torch.float64).to(dtype),
+             torch.randn(30, 4, generator=g, dtype=torch.float64).to(dtype))
+    near_one = tuple((0.5 + torch.rand(t.shape, generator=g, dtype=torch.float64)).to(dtype)
+                     for t in mixed)
+    # (name, reduce, the call, its index as scatter_reduce's)
+    calls = [
+        ("scatter_reduce", "sum", lambda i, s: tritonml.scatter_reduce(i, 0, shared, s, "sum"),
+         shared),
+        ("scatter_reduce", "mean", lambda i, s: tritonml.scatter_reduce(i, 0, general, s,
+                                                                        "mean"), general),
+        ("scatter_reduce", "prod", lambda i, s: tritonml.scatter_reduce(i, 0, general, s,
+                                                                        "prod"), general),
+        ("scatter_add", "sum", lambda i, s: tritonml.scatter_add(i, 0, general, s), general),
+        ("index_add", "sum", lambda i, s: tritonml.index_add(i, 0, line, s), shared),
+        ("index_reduce", "mean", lambda i, s: tritonml.index_reduce(i, 0, line, s, "mean"),
+         shared),
+        ("index_reduce", "prod", lambda i, s: tritonml.index_reduce(i, 0, line, s, "prod"),
+         shared),
+    ]
+    for name, reduce, call, index in calls:
+        input, src = near_one if reduce == "prod" else mixed
+        exact = reference.scatter_reduce(input, 0, index, src, reduce).astype(np.float64)
+        magnitudes = reference.scatter_reduce(input.abs(), 0, index, src.abs(),
+                                              reduce).astype(np.float64)
+        bound = _half_ulp(exact, dtype) + 32 * _ACCUMULATION_EPS[dtype] * magnitudes
+        for requires_grad in (False, True):   # the launcher's path and the differentiable op's
+            args = [t.clone().requires_grad_(requires_grad) for t in (input, src)]
+            got = call(*args)
+            assert got.dtype == dtype, name
+            error = np.abs(got.detach().to(torch.float64).numpy() - exact)
+            worst = np.unravel_index(np.argmax(error - bound), error.shape)
+            assert (error <= bound).all(), (name, reduce, requires_grad, worst,
+                                            float(exact[worst]), float(got[worst]))
+            if requires_grad:
+                got.sum().backward()
+                assert all(t.grad.dtype == dtype for t in args), name
+
+
 @pytest.mark.parametrize("reduce", ("sum", "amax", "amin", "prod", "mean"))
 def test_nan_and_inf_follow_torch(reduce):
     input = torch.tensor([0.0, 1.0, -math.inf, 2.0])
@@ -182,6 +243,19 @@ def test_bincount_matches_definition(weights_dtype, sorted_input):
                             torch.float32 if weights_dtype == torch.float32 else torch.float64)
     np.testing.assert_allclose(result.to(torch.float64).numpy(), expected, rtol=1e-6)
     assert tritonml.bincount(torch.empty(0, dtype=torch.int64), minlength=3).tolist() == [0] * 3
+
+
+@pytest.mark.parametrize("input_dtype", (torch.int64, torch.uint8), ids=str)
+def test_bincount_of_an_empty_input_is_torchs(input_dtype):
+    # torch.bincount of an empty input returns its counts' int64 zeros whatever the weights
+    empty = torch.empty(0, dtype=input_dtype)
+    for weights_dtype in (None, torch.float32, torch.float64, torch.float16, torch.int32):
+        for minlength in (0, 3):
+            weights = None if weights_dtype is None else torch.empty(0, dtype=weights_dtype)
+            got = tritonml.bincount(empty, weights, minlength=minlength)
+            want = torch.bincount(empty, weights, minlength=minlength)
+            assert got.dtype == want.dtype and got.tolist() == want.tolist(), (weights_dtype,
+                                                                               minlength)
 
 
 # ---------------------------------------------------------------------------------------------

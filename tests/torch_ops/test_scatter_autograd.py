@@ -137,16 +137,26 @@ def test_compile_fullgraph_and_export():
                                input.scatter_add(0, index, src))
 
 
-@pytest.mark.parametrize("function, initial, empty", [("MAX", None, 0), ("SUM", 1.5, None),
-                                                      ("AVERAGE", 0.0, None)])
-def test_the_group_reduce_op_passes_torchs_opcheck(function, initial, empty):
+@pytest.mark.parametrize("function, initial, empty, accumulated",
+                         [("MAX", None, 0, False), ("SUM", 1.5, None, False),
+                          ("AVERAGE", 0.0, None, False), ("MULTIPLY", None, None, True)])
+def test_the_group_reduce_op_passes_torchs_opcheck(function, initial, empty, accumulated):
     # schema, autograd registration, fake kernel and AOT dispatch of the op the functions call;
-    # ``empty`` (an empty group's value alone) as well as ``initial``
-    x = torch.randn(6, 3, dtype=torch.float64, requires_grad=True)
+    # ``empty`` (an empty group's value alone) as well as ``initial``; ``accumulated``: float32
+    # groups in float64, not rounded (include_self's fold)
+    dtype = torch.float32 if accumulated else torch.float64
+    x = torch.randn(6, 3, dtype=dtype, requires_grad=True)
     offsets = torch.tensor([0, 0, 2, 2, 6, 6])
     torch.library.opcheck(torch.ops.tritonml.group_reduce.default,
-                          (x, offsets, function, 0, initial, empty))
-    got = torch.ops.tritonml.group_reduce(x.detach(), offsets, function, 0, initial, empty)
+                          (x, offsets, function, 0, initial, empty, accumulated))
+    got = torch.ops.tritonml.group_reduce(x.detach(), offsets, function, 0, initial, empty,
+                                          accumulated)
+    if accumulated:
+        assert got.dtype == torch.float64
+        want = x.detach().double()
+        torch.testing.assert_close(got[[1, 3]], torch.stack([want[0:2].prod(0),
+                                                             want[2:6].prod(0)]),
+                                   rtol=1e-15, atol=0)
     if empty is not None:   # the empty groups hold it, the others do not see it
         assert got[[0, 2, 4]].eq(empty).all()
         torch.testing.assert_close(got[1], x.detach()[0:2].amax(0))

@@ -56,6 +56,7 @@ def test_scatter_and_segment_coo(shape, reduce, dtype, sort):
     assert_matches(tritonml.scatter(src, index, dim, dim_size=dim_size, reduce=reduce),
                    expected, dtype)
     if sort and reduce != "mul":
+        expected = reference.scatter_groups(src, spread, d, n, reduce, integer_mean="trunc")
         assert_matches(tritonml.segment_coo(src, coo_index(index, d), dim_size=dim_size,
                                             reduce=reduce), expected, dtype)
 
@@ -92,6 +93,28 @@ def test_arg_positions(extreme, shape):
     assert got_arg.tolist() == arg.tolist()
 
 
+@pytest.mark.parametrize("dtype", (torch.int8, torch.int32, torch.int64), ids=str)
+def test_an_integer_mean_rounds_as_each_form_of_torch_scatter(dtype):
+    # torch_scatter's scatter floors (its scatter_mean's div_ with rounding_mode="floor"); its
+    # segment_coo divides in C, toward zero: negative means differ. A shared index and one per
+    # row, groups of mixed signs, an empty one, and int8 sums that wrap.
+    g = torch.Generator().manual_seed(9)
+    info = torch.iinfo(dtype)
+    lo, hi = (info.min, info.max) if info.bits == 8 else (-10**6, 10**6)
+    src = torch.randint(lo, hi, (3, 40), generator=g, dtype=torch.int64).to(dtype)
+    shared = torch.randint(0, 7, (40,), generator=g).sort().values
+    shared[shared == 3] = 4                                   # group 3 empty
+    per_row = torch.randint(0, 7, (3, 40), generator=g).sort(dim=-1).values
+    for index in (shared.reshape(1, -1), per_row):
+        spread = index.expand(src.shape)
+        for form, rounding in ((tritonml.segment_coo, "trunc"), (tritonml.scatter, "floor")):
+            expected = reference.scatter_groups(src, spread, 1, 7, "mean",
+                                                integer_mean=rounding)
+            got = (form(src, index, dim_size=7, reduce="mean") if form is tritonml.segment_coo
+                   else form(src, index, 1, dim_size=7, reduce="mean"))
+            assert_matches(got, expected, dtype)
+
+
 def test_segment_coo_refuses_an_unsorted_index():
     with pytest.raises(ValueError, match="index: segment_coo needs an index sorted"):
         tritonml.segment_coo(torch.ones(3), torch.tensor([1, 0, 1]))
@@ -101,6 +124,17 @@ def test_segment_coo_refuses_an_unsorted_index():
         tritonml.scatter(torch.ones(3), torch.tensor([1, 0, 2]), dim_size=2)
     with pytest.raises(ValueError, match="index: shape"):
         tritonml.scatter(torch.ones(3, 2), torch.tensor([[1, 0, 2]]), dim=0)
+
+
+def test_segment_coo_takes_torch_scatters_reduces_only():
+    # torch_scatter's segment_coo takes sum, add, mean, min and max (its ValueError otherwise);
+    # "mul" is scatter's alone, and the message names what segment_coo takes
+    with pytest.raises(ValueError) as refused:
+        tritonml.segment_coo(torch.ones(3), torch.tensor([0, 0, 1]), reduce="mul")
+    assert str(refused.value) == ("reduce: must be one of 'sum', 'add', 'mean', 'min', 'max', "
+                                  "got 'mul'")
+    assert tritonml.scatter(torch.full((3,), 2.0), torch.tensor([0, 0, 1]),
+                            reduce="mul").tolist() == [4.0, 2.0]
 
 
 def test_empty_src_and_groups():

@@ -17,8 +17,10 @@ scatter_groups.py) run, in eager code:
   boundaries, the segment kernel's type);
 - the **kernel**: the segment kernel (one launch; torch_scatter's float mean is its AVERAGE with
   initial 0, the sum's state and bytes);
-- the **finish**: index_add's fold of input (``region + reduced``, no counts). A sum, a float
-  mean and max have none (max's empty groups get torch_scatter's 0 from the kernel itself).
+- the **finish**: index_add's fold of input (``region + reduced``, no counts), the groups'
+  sums in float64 (the kernel stores its float64 state: input joins it there, and the result
+  is rounded to float32 once, a second pass). A sum, a float mean and max have none (max's
+  empty groups get torch_scatter's 0 from the kernel itself).
 
 ``steps(case, counts)`` lists each with
 
@@ -160,7 +162,7 @@ def offset_steps(elements: int, groups: int, key_bytes: int, device=devices.H100
 
 
 def kernel_step(counts: np.ndarray, width: int, function: str, device=devices.H100, *,
-                one_pass: bool = False) -> Step:
+                one_pass: bool = False, accumulated: bool = False) -> Step:
     """The segment kernel over groups of ``counts`` rows of ``width`` float32 values (int64
     boundaries), at the config it takes on ``device``: the group reductions take the H100's
     (``scatter_groups.GROUP_TARGET``) on every device, the interpreter's included, so
@@ -169,10 +171,12 @@ def kernel_step(counts: np.ndarray, width: int, function: str, device=devices.H1
     each once (their re-reads apart), from L2, as the tuner's model has them; the status words'
     atomics are in neither. ``one_pass``: the segments come from the sorted int64 index itself
     (``segment_coo``'s one pass): the index once instead of the boundaries, each program's facts
-    written, and the index's views one element before and after in ``l2``."""
+    written, and the index's views one element before and after in ``l2``. ``accumulated``:
+    the result is the state itself, in float64 (index_add's groups, which input joins)."""
     launch, config, _, ideal, seconds = segment_model.kernel_launch(
         counts, "reduce", device, inner=width, element_bytes=VALUE_BYTES,
         state_bytes=STATE_BYTES[function],
+        result_bytes=STATE_BYTES[function] if accumulated else None,
         registers=kernel_registers(counts, width, device, one_pass=one_pass),
         boundary_bytes=BOUNDARY_BYTES, ids_bytes=INDEX_BYTES if one_pass else 0)
     return Step("kernel", SEGMENT_KERNEL, int(launch.bytes_moved), launch.bytes_moved, seconds,
@@ -203,11 +207,14 @@ def kernel_function(case: Case) -> str:
 
 
 def finish_steps(case: Case, counts: np.ndarray, device=devices.H100) -> list:
-    """What follows the kernel: index_add's fold of input (no counts). A sum, a float mean and
-    max (its empty groups' 0 written by the kernel) have none."""
-    n, w, v = case.sizes.groups, case.sizes.width, VALUE_BYTES
+    """What follows the kernel: index_add's fold of input (no counts) into the float64 sums,
+    then the result rounded to float32. A sum, a float mean and max (its empty groups' 0
+    written by the kernel) have none."""
+    n, w, v, acc = case.sizes.groups, case.sizes.width, VALUE_BYTES, STATE_BYTES["SUM"]
     if case.form == "index_add":
-        return [_torch_step("finish", "aten.add.Tensor", 3 * n * w * v, device=device)]
+        return [_torch_step("finish", "aten.add.Tensor", n * w * (v + 2 * acc), device=device),
+                _torch_step("finish", "aten._to_copy.default", n * w * (acc + v),
+                            device=device)]
     return []
 
 
@@ -230,7 +237,8 @@ def steps(case: Case, counts: np.ndarray, device=devices.H100) -> list:
                           device)]
     offsets = offset_steps(s.elements, s.groups, KEY_BYTES, device) if unsorted else []
     return (checks + sort + offsets
-            + [kernel_step(counts, s.width, kernel_function(case), device)]
+            + [kernel_step(counts, s.width, kernel_function(case), device,
+                           accumulated=case.form == "index_add")]
             + finish_steps(case, counts, device))
 
 

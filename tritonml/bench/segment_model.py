@@ -20,6 +20,7 @@ chunks; a program's tiles one after another. The registers per thread are ptxas'
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -122,7 +123,7 @@ def chunk_steps(offsets: np.ndarray, config, elements: int, op: str,
 def kernel_launch(lengths: np.ndarray, op: str, device=devices.H100, *, inner: int = 1,
                   element_bytes: int = ELEMENT_BYTES, state_bytes: int = STATE_BYTES,
                   registers=None, boundary_bytes: int = OFFSET_BYTES,
-                  ids_bytes: int = 0) -> tuple:
+                  ids_bytes: int = 0, result_bytes: Optional[int] = None) -> tuple:
     """The segment kernel's launch over segments of ``lengths`` along an axis with ``inner``
     contiguous positions beside it (a row of ``inner`` values per position: one chain while
     ``inner`` fits a tile's ``MAX_BLOCK_INNER``), as ``cost.Launch``; with its config, the most
@@ -132,7 +133,8 @@ def kernel_launch(lengths: np.ndarray, op: str, device=devices.H100, *, inner: i
     segments come from a sorted index of that many bytes an element instead (``SEGMENT_IDS``:
     the index read once in place of the boundaries, its view one element back and each
     chunk's search for its first segment's start from L2, each program's three facts
-    written)."""
+    written). ``result_bytes``: a result's element, where not x's (a reduction stored in its
+    accumulation dtype)."""
     elements, segments = int(lengths.sum()), len(lengths)
     with devices.targeting(device):
         config = segment_config(elements, inner, 1, state_bytes, "cuda", scan=op == "scan",
@@ -145,7 +147,8 @@ def kernel_launch(lengths: np.ndarray, op: str, device=devices.H100, *, inner: i
     longest = int(lengths.max())
     split = -(-(longest - 1) // chunk) + 1     # programs it can span, at worst alignment
     x = elements * inner * element_bytes
-    result = (segments if op == "reduce" else elements) * inner * element_bytes
+    result = ((segments if op == "reduce" else elements) * inner
+              * (element_bytes if result_bytes is None else result_bytes))
     boundaries = (segments + 1) * boundary_bytes if not ids_bytes else elements * ids_bytes
     published = programs * (config.block_inner * state_bytes + cost.STATUS_WORD_BYTES)
     if ids_bytes:

@@ -24,6 +24,11 @@ from ..runtime import plan as _plan
 from ..core.shapes import reduced_shape, strides_over_input
 from ..core.layout import reduce_layout
 from .reduce import reduce_work
+from . import scan_checks as _scan_checks
+from ..core.triton_compat import is_jit_function
+from ..kernels.combine import merge_along
+from ..records import state_combine as _state_combine
+from ..records.builtin_reductions import ReduceRecord
 from ..records.reduction import Reduction, default_load_dtype
 
 # The tuner's tiles are sized for the DirectML states, at most 16 bytes per lane (a float64 value
@@ -58,6 +63,60 @@ class _ReduceWithPlan:
     work: Any = None
 
 
+def check_reduction_functions(reduction: Reduction, dtypes: tuple) -> None:
+    """A user's ``Reduction``'s functions from their signatures and sources, before any launch:
+    two parameters each, and each ``return`` that spells a tuple of as many values as the state
+    has components (prepare, merge, along) or the reduction outputs (finish). A
+    ``CombineError`` names the function, the reduction and the rule. Returns the source cannot
+    show are the launch's (``reduction_error``)."""
+    import inspect
+
+    counts = {"state": len(reduction.identity_for(dtypes)), "outputs": reduction.outputs}
+    for role, params, returns in _state_combine.REDUCTION_ROLES:
+        fn = getattr(reduction, role)
+        if role == "along" and fn is merge_along:
+            continue
+        if not is_jit_function(fn):
+            raise TypeError(f"{role}: {reduction.name}'s {role} must be a @triton.jit function, "
+                            f"got {type(fn).__name__}")
+        name = _state_combine.qualified_name(fn)
+        taken = [p for p in inspect.signature(fn.fn).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        problem, lineno = None, None
+        if len(taken) != 2:
+            problem = TypeError(f"takes {len(taken)} parameter(s); a Reduction's {role} takes "
+                                f"two, {role}{params}")
+        else:
+            source = _scan_checks.own_statements(fn)
+            wrong = _scan_checks.wrong_returns(source[2], counts[returns]) if source else None
+            if wrong is not None:
+                node, count = wrong
+                lineno = source[1] + node.lineno - 1   # pyright: ignore[reportOptionalSubscript]
+                what = ("one per state component (identity has "
+                        f"{counts['state']})" if returns == "state"
+                        else f"one per output (outputs={counts['outputs']})")
+                problem = ValueError(f"returns {count} value(s); {role} must return a tuple of "
+                                     f"{counts[returns]}, {what}")
+        if problem is not None:
+            code = fn.fn.__code__
+            raise _state_combine.CombineError(
+                f"{role} {name} ({_state_combine.where(fn, lineno)}) of the reduction "
+                f"{reduction.name} {problem}", name, code.co_filename,
+                lineno if lineno is not None else code.co_firstlineno, problem)
+
+
+def run_reduction(work, reduction: Reduction, **tensors) -> None:
+    """``work.run(**tensors)``; an error raised in one of ``reduction``'s functions as the
+    ``CombineError`` naming it (not Triton's wrappers around it)."""
+    try:
+        work.run(**tensors)
+    except Exception as error:
+        failure = _state_combine.reduction_error(error, reduction)
+        if failure is None:
+            raise
+        raise failure from None
+
+
 def reduce_with_axes(reduction, xs, axes, *, keepdims: bool = True,
                      config: Optional[ReduceConfig] = None) -> tuple:
     """Reduce ``axes`` of the tensor(s) ``xs`` with ``reduction``; always a tuple of outputs. See
@@ -81,7 +140,7 @@ def reduce_with_axes(reduction, xs, axes, *, keepdims: bool = True,
         if plan.copy_inputs:
             xs = tuple(t.contiguous() for t in xs)
         xs = tuple(t.resolve_neg() for t in xs)   # the kernels read every input unnegated
-        plan.work.run(x=xs, out=outs)
+        run_reduction(plan.work, reduction, x=xs, out=outs)
     return outs
 
 
@@ -113,6 +172,8 @@ def _plan_reduce_with(reduction, xs, axes, keepdims, config) -> _ReduceWithPlan:
         raise ValueError(f"reduction: {reduction.name}'s output_dtypes gives {len(output_dtypes)} "
                          f"dtypes for {reduction.outputs} output(s)")
     reduction.kernel_state(dtypes, False)   # every declared dtype is one the kernels support
+    if not isinstance(reduction, ReduceRecord):
+        check_reduction_functions(reduction, dtypes)
     shape = tuple(x.shape) if x.dim() else (1,)
     result_shape = reduced_shape(x.shape, axes, keepdims)
     if math.prod(result_shape) == 0:

@@ -106,6 +106,45 @@ def as_tensors(name: str, value, arity: Optional[int]) -> tuple:
     return values
 
 
+def own_statements(fn):
+    """``(def node, its first line, the nodes of its own body)`` of a ``@triton.jit`` function's
+    source (not those of functions defined inside it), or None where the source cannot be
+    read."""
+    import ast
+    import inspect
+    import textwrap
+    try:
+        lines, first = inspect.getsourcelines(fn.fn)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    body = tree.body[0]
+    nodes, stack = [], list(body.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        nodes.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return body, first, nodes
+
+
+def wrong_returns(nodes, count: int):
+    """The first ``return`` of ``nodes`` (a function's own, ``own_statements``) that spells a
+    tuple of other than ``count`` values, or plainly a single value: ``(node, its number of
+    values, 1 for a single value)``; None where every return may be ``count`` values."""
+    import ast
+    for node in sorted((n for n in nodes if isinstance(n, ast.Return)), key=lambda n: n.lineno):
+        value = node.value
+        if isinstance(value, (ast.Tuple, ast.List)):
+            if len(value.elts) != count:
+                return node, len(value.elts)
+        elif value is None or isinstance(value, (ast.BinOp, ast.UnaryOp, ast.Compare,
+                                                 ast.Constant, ast.BoolOp)):
+            return node, 1
+    return None
+
+
 def check_combine_fn(combine_fn, arity: int) -> None:
     """``combine_fn``: a ``@triton.jit`` function of two states returning a state of ``arity``
     values. Checked from its signature and its source: a ``return`` somewhere, each ``return`` that
@@ -115,7 +154,6 @@ def check_combine_fn(combine_fn, arity: int) -> None:
     the function and the line."""
     import ast
     import inspect
-    import textwrap
 
     from ..core.triton_compat import is_jit_function
     if not is_jit_function(combine_fn):
@@ -128,36 +166,24 @@ def check_combine_fn(combine_fn, arity: int) -> None:
         raise TypeError(f"combine_fn: {name} ({_state_combine.where(combine_fn)}) takes "
                         f"{len(params)} parameter(s); it must take exactly two states (the earlier "
                         f"and the later operand), each a tuple of {arity} value(s)")
-    try:
-        lines, first = inspect.getsourcelines(combine_fn.fn)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
+    source = own_statements(combine_fn)
+    if source is None:
         return
-    body = tree.body[0]
+    body, first, nodes = source
 
     def at(node) -> str:
         return f"combine_fn: {name} ({_state_combine.where(combine_fn, first + node.lineno - 1)})"
-    nodes, stack = [], list(body.body)
-    while stack:  # the function's own statements, not those of functions defined inside it
-        node = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        nodes.append(node)
-        stack.extend(ast.iter_child_nodes(node))
-    returns = [node for node in nodes if isinstance(node, ast.Return)]
-    if not returns:
+    if not any(isinstance(node, ast.Return) for node in nodes):
         raise ValueError(f"{at(body)} has no return statement; it must return a tuple of {arity} "
                          "value(s), one per tensor of xs (e.g. return (a[0] + b[0],))")
-    for node in sorted(returns, key=lambda n: n.lineno):
-        value = node.value
-        if isinstance(value, (ast.Tuple, ast.List)):
-            if len(value.elts) != arity:
-                raise ValueError(f"{at(node)} returns {len(value.elts)} value(s); it must "
-                                 f"return a tuple of {arity}, one per tensor of xs")
-        elif value is None or isinstance(value, (ast.BinOp, ast.UnaryOp, ast.Compare,
-                                                 ast.Constant, ast.BoolOp)):
-            raise ValueError(f"{at(node)} returns a single value; it must return a tuple of "
-                             f"{arity} value(s), one per tensor of xs (e.g. (a[0] + b[0],))")
+    wrong = wrong_returns(nodes, arity)
+    if wrong is not None:
+        node, count = wrong
+        if isinstance(node.value, (ast.Tuple, ast.List)):
+            raise ValueError(f"{at(node)} returns {count} value(s); it must "
+                             f"return a tuple of {arity}, one per tensor of xs")
+        raise ValueError(f"{at(node)} returns a single value; it must return a tuple of "
+                         f"{arity} value(s), one per tensor of xs (e.g. (a[0] + b[0],))")
     # A parameter reassigned in the function may hold anything: only the states are checked.
     states = {p.name for p in params} - {node.id for node in nodes if isinstance(node, ast.Name)
                                          and isinstance(node.ctx, ast.Store)}

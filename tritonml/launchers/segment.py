@@ -55,6 +55,7 @@ from ..runtime import (plan as _plan, relaunch as _relaunch, resident as _reside
 from ..records import state_combine as _state_combine
 from . import scan_checks as _scan_checks
 from .index_bounds import facts_by_torch
+from .reduce_with import check_reduction_functions, run_reduction
 from ..records.reduction import Reduction
 from ..records.scan_combine import ScanCombine
 
@@ -324,7 +325,7 @@ def segment_reduce_axis(xs, reduction: Reduction, offsets: torch.Tensor, axis: i
     outs = tuple(torch.empty(plan.out_shape, dtype=d, device=xs[0].device)
                  for d in plan.out_dtypes)
     if plan.work is not None:
-        plan.work.run(x=tuple(t.resolve_neg() for t in xs), out=outs,
+        run_reduction(plan.work, reduction, x=tuple(t.resolve_neg() for t in xs), out=outs,
                       offsets=_boundaries(offsets))
     if keepdims:
         outs = tuple(o.unsqueeze(plan.axis + 1) for o in outs)
@@ -429,6 +430,8 @@ def _plan_reduce(xs, reduction, offsets, axis, initial, keepdims, config,
             if type(initial) not in (int, float):
                 raise TypeError(f"initial: expected a Python int or float, got "
                                 f"{type(initial).__name__}")
+    if record is None:   # a user's Reduction (the public function checks the rest)
+        check_reduction_functions(reduction, dtypes)
     if empty is not None:   # (the public functions never pass it: checked whoever calls)
         if initial is not None:
             raise ValueError("empty: an empty segment's result is initial's when initial is "

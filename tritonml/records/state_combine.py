@@ -19,8 +19,9 @@ source (Triton compiles functions from their source, so the adapter's text is re
 - ``scalar_adapter(fn)``: the state form of a one-component combine written on scalars
   (``ScanCombine``); its flat form is ``fn`` itself.
 
-``CombineError`` / ``combine_error``: an exception raised while a user's function runs, reported
-once, naming the function and its failing line (Triton's interpreter wraps it at every level).
+``CombineError`` / ``combine_error`` / ``reduction_error``: an exception raised while a user's
+function (a scan's combine, a ``Reduction``'s) runs, reported once, naming the function and its
+failing line (Triton's interpreter wraps it at every level).
 
 Every generated function is an attribute of this module by a name that encodes what it was made
 from (``__getattr__`` rebuilds it on first use), so ``module:qualname`` finds it again by import,
@@ -46,10 +47,14 @@ _ADAPTER_FILE = "<tritonml combine adapter {name}>"
 
 
 class CombineError(RuntimeError):
-    """A user's combine function failed while a scan ran it.
+    """A user's combine function failed while a scan ran it, or a ``Reduction``'s function
+    failed or breaks the reduction's rules.
 
-    Raised by ``tritonml.associative_scan`` (and the scans built on it); the message gives the
-    function's qualified name, file:line, the line and its error once.
+    Raised by ``tritonml.associative_scan`` (and the scans built on it) and by
+    ``tritonml.reduce_with`` and ``segment_reduce`` with a ``Reduction``; the message gives the
+    function's qualified name, file:line, the line and its error once. A ``Reduction``'s
+    function of the wrong arity (parameters, or a ``return`` of a tuple of the wrong length) is
+    refused before any launch, ``original`` then the ValueError or TypeError stating the rule.
 
     Attributes:
         combine: Its qualified name (``module.qualname``).
@@ -128,6 +133,39 @@ def combine_error(error: BaseException, fn, arity: int):
         message += (f"\n  hint: each state holds {arity} component(s), one per tensor of xs: "
                     f"a[0] to a[{arity - 1}], b[0] to b[{arity - 1}]")
     return CombineError(message, name, code.co_filename, lineno, original)
+
+
+# a Reduction's functions: (attribute, its parameters, what it returns), for messages
+REDUCTION_ROLES = (("prepare", "(xs, index)", "state"), ("merge", "(a, b)", "state"),
+                   ("along", "(state, merge)", "state"), ("finish", "(state, count)", "outputs"))
+
+
+def reduction_error(error: BaseException, reduction):
+    """The ``CombineError`` for ``error``, raised by a launch that ran ``reduction``'s
+    functions (a ``Reduction``), naming the one whose line failed and the reduction; None
+    when no line of theirs is in its traceback (the failure is not theirs)."""
+    from ..core.triton_compat import frames_in, innermost_error
+
+    for role, _, _ in REDUCTION_ROLES:
+        fn = getattr(reduction, role)
+        code = getattr(getattr(fn, "fn", None), "__code__", None)
+        if code is None:
+            continue
+        user = [f for f in frames_in(error, {code.co_filename}) if f[1] == code.co_name]
+        if not user:
+            continue
+        original = innermost_error(error)
+        name, lineno = qualified_name(fn), user[0][2]
+        message = (f"{role} {name} ({where(fn, lineno)}) of the reduction {reduction.name} "
+                   f"raised {type(original).__name__}: {original}")
+        line = linecache.getline(code.co_filename, lineno).strip()
+        if line:
+            message += f"\n    {line}"
+        if isinstance(original, IndexError):
+            message += ("\n  hint: a state holds len(identity) component(s); prepare and merge "
+                        "return that many, finish one per output")
+        return CombineError(message, name, code.co_filename, lineno, original)
+    return None
 
 
 def _encode(fn) -> str:

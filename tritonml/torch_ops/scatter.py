@@ -28,6 +28,8 @@ from .segment import values_readable
 REDUCE_FUNCTIONS = {"sum": "SUM", "prod": "MULTIPLY", "mean": "SUM", "amax": "MAX",
                     "amin": "MIN"}
 INDEX_DTYPES = (torch.int64, torch.int32)
+# the reductions whose fold of input (include_self) would round a second time in the dtype
+FOLDED_IN_ACCUMULATION = ("sum", "prod", "mean")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,8 +183,15 @@ def grouped_reduce(input: torch.Tensor, dim: int, index: torch.Tensor, src: torc
         combined = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce]))
     else:
         grouping = group(src, dim, index, n, index_sorted=index_sorted, bounds=bounds)
-        reduced = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce]))
-        combined = fold_in(reduce, region, reduced, grouping, include_self)
+        accumulated = include_self and reduce in FOLDED_IN_ACCUMULATION and is_float(src.dtype)
+        reduced = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce],
+                                                accumulated=accumulated))
+        if accumulated:
+            # input joins each group's sum or product in the accumulation dtype (type
+            # promotion), and the result is rounded to input's once
+            combined = fold_in(reduce, region, reduced, grouping, include_self).to(input.dtype)
+        else:
+            combined = fold_in(reduce, region, reduced, grouping, include_self)
     if combined.shape == input.shape:
         return combined
     out = input.clone()
@@ -249,7 +258,8 @@ def scatter_reduce(input: torch.Tensor, dim: int, index: torch.Tensor, src: torc
     otherwise (``include_self=False``).
 
     Each group is reduced by the segment kernel in a fixed order (docs/scatter.md), then input
-    is folded in: the same bits on every run, whatever the GPU.
+    is folded in (a float sum, product or mean: in the accumulation dtype, the result rounded
+    once): the same bits on every run, whatever the GPU.
 
     Args:
         input: The tensor scattered into (any dtype tritonml supports; rank 0 to 8).
@@ -403,7 +413,8 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None,
              minlength: int = 0) -> torch.Tensor:
     """torch.bincount, deterministic: how often each value of ``input`` occurs (int64), or with
     ``weights`` the sum of the weights of its occurrences (float32 weights give float32, any
-    other dtype float64, as torch), summed in a fixed order.
+    other dtype float64, as torch), summed in a fixed order. An empty input gives ``minlength``
+    int64 zeros, weights or not, as torch's.
 
     The result has ``max(input.max() + 1, minlength)`` entries: reading input.max() is a device
     synchronization (as torch's), so under torch.compile it is a graph break, and under
@@ -433,6 +444,9 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None,
         if weights.device != input.device:
             raise ValueError(f"weights: is on {weights.device} but input is on {input.device}")
         dtype = torch.float32 if weights.dtype == torch.float32 else torch.float64
+    if input.numel() == 0:
+        # torch's empty result is its counts' whatever the weights (int64, no gradient)
+        return torch.zeros(minlength, dtype=torch.int64, device=input.device)
     n = minlength
     sorted_index = True
     if input.numel():
@@ -447,11 +461,10 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None,
         input = plain
     # the checks' reduction reads 32- and 64-bit integers: narrower ones are widened first
     keys = input if input.dtype in (torch.int32, torch.int64) else input.to(torch.int32)
-    if input.numel():
-        lo, hi, descents, _ = read_index(keys, 0)
-        if lo < 0:
-            raise ValueError(f"input: values must be non-negative, found {lo}")
-        n, sorted_index = max(n, hi + 1), descents == 0
+    lo, hi, descents, _ = read_index(keys, 0)
+    if lo < 0:
+        raise ValueError(f"input: values must be non-negative, found {lo}")
+    n, sorted_index = max(n, hi + 1), descents == 0
     if weights is None:
         return group_counts(keys, n, keys_sorted=sorted_index)
     grouping = group(weights.to(dtype), 0, keys, n, index_sorted=sorted_index)

@@ -25,6 +25,8 @@ from .scatter_one_pass import UNSORTED, reduce_sorted
 REDUCE_FUNCTIONS = {"sum": "SUM", "add": "SUM", "mean": "SUM", "mul": "MULTIPLY", "min": "MIN",
                     "max": "MAX"}
 _ARG_FUNCTIONS = {"min": "ARGMIN", "max": "ARGMAX"}
+# torch_scatter's segment_coo takes no "mul" (its scatter does)
+SEGMENT_REDUCES = ("sum", "add", "mean", "min", "max")
 
 
 def _broadcast(index: torch.Tensor, src: torch.Tensor, dim: int) -> torch.Tensor:
@@ -85,13 +87,20 @@ def _grouped(src, index, dim: int, dim_size, *, sorted_promise: bool) -> Groupin
     return group(src, dim, spread, n, index_sorted=index_sorted or sorted_promise, bounds=bounds)
 
 
-def _finish(reduce: str, reduced: torch.Tensor, grouping: Grouping) -> torch.Tensor:
-    """torch_scatter's value for each group from the segment reduction: an integer mean's floor
-    division by the count in the dtype, taken as 1 where that is below 1 (an empty group's
-    min/max 0 is the kernel's, ``EMPTY``)."""
-    if reduce == "mean" and not reduced.dtype.is_floating_point:
+def _finish(reduce: str, reduced: torch.Tensor, grouping: Grouping, *,
+            sorted_promise: bool) -> torch.Tensor:
+    """torch_scatter's value for each group from the segment reduction (an empty group's
+    min/max 0 is the kernel's, ``EMPTY``). An integer mean, the wrapped sum over the count,
+    rounds as each form of torch_scatter does: ``scatter``'s floor division by the count in the
+    dtype (a sum of ones, wrapping), taken as 1 where that is below 1; ``segment_coo``'s C
+    division, toward zero, by the true count (0 taken as 1)."""
+    if reduce != "mean" or reduced.dtype.is_floating_point:
+        return reduced
+    if not sorted_promise:
         return divide(reduced, grouping.counts(), count_below_one=True)
-    return reduced
+    # (in int64, where any count and every narrower integer's sum fit)
+    count = grouping.counts().clamp(min=1)
+    return torch.div(reduced.to(torch.int64), count, rounding_mode="trunc").to(reduced.dtype)
 
 
 # torch_scatter's result of an empty group where the segment reduction's own differs: min and
@@ -100,7 +109,7 @@ EMPTY = {"min": 0, "max": 0}
 
 
 def _reduce(src, index, dim, dim_size, reduce, *, sorted_promise: bool) -> torch.Tensor:
-    reduce = check_reduce(reduce, tuple(REDUCE_FUNCTIONS))
+    reduce = check_reduce(reduce, SEGMENT_REDUCES if sorted_promise else tuple(REDUCE_FUNCTIONS))
     # (an integer mean divides by the groups' counts, which the boundaries give)
     if sorted_promise and not (reduce == "mean" and not src.dtype.is_floating_point):
         function = (("AVERAGE", 0.0, None) if reduce == "mean"
@@ -114,7 +123,7 @@ def _reduce(src, index, dim, dim_size, reduce, *, sorted_promise: bool) -> torch
         return grouping.result(reduce_groups(grouping.groups, "AVERAGE", 0.0))
     reduced = grouping.result(reduce_groups(grouping.groups, REDUCE_FUNCTIONS[reduce],
                                             empty=EMPTY.get(reduce)))
-    return _finish(reduce, reduced, grouping)
+    return _finish(reduce, reduced, grouping, sorted_promise=sorted_promise)
 
 
 def _with_arg(src, index, dim, dim_size, extreme: str, *, sorted_promise: bool
@@ -209,7 +218,8 @@ def segment_coo(src: torch.Tensor, index: torch.Tensor, *, dim_size: Optional[in
                 reduce: str = "sum") -> torch.Tensor:
     """torch_scatter.segment_coo, deterministic: ``scatter`` along ``index.dim() - 1`` with an
     index already sorted there, so nothing is sorted (eager code checks that it is: one pass
-    over the index).
+    over the index). ``reduce``: "sum" (or "add"), "mean", "min" or "max", torch_scatter's; an
+    integer mean rounds toward zero, as torch_scatter's segment_coo (``scatter`` rounds down).
 
     Example:
         >>> import torch, tritonml

@@ -37,6 +37,8 @@ forward AD, vmap, torch.compile and export come from them.
 """
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Optional, Union
@@ -46,10 +48,11 @@ import torch
 from tritonml_autotune import devices
 
 from ..core import checks as _checks, torch_compat as _torch_compat
+from ..core.dtypes import ACC_TORCH_DTYPE
 from ..launchers.index_bounds import group_boundaries as _boundaries
 from ..launchers.scan_checks import prechecked
 from ..launchers.segment import segment_reduce_axis
-from ..records.builtin_reductions import record_of
+from ..records.builtin_reductions import ReduceRecord, record_of
 from .define import define, differentiable, direct_call_allowed
 from .segment import _reduce_backward, _reduce_jvp, _vmap_rule
 
@@ -135,36 +138,52 @@ def group_counts(keys: torch.Tensor, n_groups: int, keys_sorted: bool) -> torch.
     return offsets[1:] - offsets[:-1]
 
 
+@functools.lru_cache(maxsize=None)
+def _accumulated_record(record: ReduceRecord) -> ReduceRecord:
+    """``record`` storing its state as it is, in the accumulation dtype, not rounded to the
+    input's: one object per record, as the launch plans are keyed by the record."""
+    return dataclasses.replace(record, output_dtypes=lambda dtypes: (ACC_TORCH_DTYPE[dtypes[0]],))
+
+
+def _group_dtype(x: torch.Tensor, function: str, accumulated: bool) -> torch.dtype:
+    if record_of(function).returns_index:
+        return torch.int64
+    return ACC_TORCH_DTYPE[x.dtype] if accumulated else x.dtype
+
+
 def _reduce_fixed(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int, initial,
-                  empty=None):
+                  empty=None, accumulated: bool = False):
+    record = record_of(function)
+    if accumulated:
+        record = _accumulated_record(record)
     with devices.targeting(GROUP_TARGET):
-        return segment_reduce_axis(x, record_of(function), offsets, axis, initial=initial,
-                                   empty=empty)[0]
+        return segment_reduce_axis(x, record, offsets, axis, initial=initial, empty=empty)[0]
 
 
 @define("group_reduce", opaque=True)
 def group_reduce_op(x: torch.Tensor, offsets: torch.Tensor, function: str, axis: int,
                     initial: Optional[Union[int, float, bool]],
-                    empty: Optional[Union[int, float, bool]]) -> torch.Tensor:
+                    empty: Optional[Union[int, float, bool]],
+                    accumulated: bool = False) -> torch.Tensor:
     """``segment_reduce(x, offsets, function, axis, initial)`` at the config of
     ``GROUP_TARGET`` on every device; ``empty``: an empty group's result alone (not with
-    ``initial``)."""
-    return _reduce_fixed(x, offsets, function, axis, initial, empty)
+    ``initial``); ``accumulated``: each group's state as the kernel holds it, in x's
+    accumulation dtype (float32 for half types, float64 for float32), not rounded to x's."""
+    return _reduce_fixed(x, offsets, function, axis, initial, empty, accumulated)
 
 
 @group_reduce_op.register_fake
-def _fake_group_reduce(x, offsets, function, axis, initial, empty):
+def _fake_group_reduce(x, offsets, function, axis, initial, empty, accumulated=False):
     axis = _checks.normalize_axis(axis, x.dim())
     shape = list(x.shape)
     shape[axis] = offsets.shape[0] - 1
-    return x.new_empty(shape, dtype=torch.int64 if record_of(function).returns_index
-                       else x.dtype)
+    return x.new_empty(shape, dtype=_group_dtype(x, function, accumulated))
 
 
 def _setup(ctx, inputs, output):
     # the segment reduction's derivative rules, which read these (``empty`` is no element's:
     # it changes no derivative)
-    x, offsets, function, axis, initial, _ = inputs
+    x, offsets, function, axis, initial, _, *_ = inputs
     ctx.function, ctx.axis = function, _checks.normalize_axis(axis, x.dim())
     ctx.keepdims, ctx.initial = False, initial
     ctx.save_for_backward(x, offsets, output)
@@ -172,24 +191,32 @@ def _setup(ctx, inputs, output):
 
 
 def _backward(ctx, grad):
-    return (*_reduce_backward(ctx, grad)[:5], None)
+    # (an accumulated output's gradient is x's in the wider dtype: x's own is x's dtype)
+    grad_x, *rest = _reduce_backward(ctx, grad)[:5]
+    return (grad_x.to(ctx.saved_tensors[0].dtype), *rest, None, None)
+
+
+def _jvp(ctx, x_tangent, *rest):
+    return _reduce_jvp(ctx, x_tangent, *rest).to(ctx.saved_tensors[2].dtype)
 
 
 group_reduce_op.register_vmap(_vmap_rule(group_reduce_op))
-differentiable_group_reduce = differentiable(group_reduce_op, _setup, _backward,
-                                             jvp=_reduce_jvp)
+differentiable_group_reduce = differentiable(group_reduce_op, _setup, _backward, jvp=_jvp)
 
 
-def reduce_groups(groups: Groups, function: str, initial=None, *, empty=None) -> torch.Tensor:
+def reduce_groups(groups: Groups, function: str, initial=None, *, empty=None,
+                  accumulated: bool = False) -> torch.Tensor:
     """Each group's ``function`` (a ReduceFunction name; ``initial`` as segment_reduce's: an
     empty group's value, AVERAGE's too; ``empty`` instead: an empty group's value alone) by the
     segment kernel, along the axis: the boundaries were made here, so none of them is checked
-    again."""
+    again. ``accumulated``: in the values' accumulation dtype, not rounded to theirs (for a
+    caller that folds more in before it rounds once)."""
     x, offsets = groups.values, groups.offsets
     with prechecked(x, offsets):
         if direct_call_allowed(x, inputs=(offsets,)):
-            return _reduce_fixed(x, offsets, function, groups.axis, initial, empty)
-        return differentiable_group_reduce(x, offsets, function, groups.axis, initial, empty)
+            return _reduce_fixed(x, offsets, function, groups.axis, initial, empty, accumulated)
+        return differentiable_group_reduce(x, offsets, function, groups.axis, initial, empty,
+                                           accumulated)
 
 
 @dataclass(frozen=True)
