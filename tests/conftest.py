@@ -69,6 +69,20 @@ ONE_CASE = frozenset({
     "tests/torch_ops/test_scatter_autograd.py::test_gradcheck_other_forms",
     "tests/torch_ops/test_scatter_determinism.py::test_same_bits_on_any_gpu_and_run",
     "tests/test_scatter_routing.py::test_environment_variable_opts_out_at_import",  # processes
+    # the fast tier's costliest functions (pytest --durations, 2026-12-07), each case a
+    # gradcheck, a hessian or every config of a launcher: one case here, every case in --rest
+    "tests/torch_ops/test_forward_ad.py::test_linear_recurrence_tangents_and_gradcheck",
+    "tests/torch_ops/test_forward_ad.py::test_reduce_gradcheck_forward_and_backward",
+    "tests/torch_ops/test_forward_ad.py::test_scan_gradcheck_forward_and_backward",
+    "tests/torch_ops/test_forward_ad.py::test_welford_tangents_match_torch_var_mean",
+    "tests/torch_ops/test_segment_ops.py::test_segment_reduce_gradcheck_reverse_and_forward",
+    "tests/torch_ops/test_segment_ops.py::test_segment_scan_gradcheck_reverse_and_forward",
+    "tests/torch_ops/test_torch_ops.py::test_cumulative_sum_gradcheck_and_double_backward",
+    "tests/torch_ops/test_scatter_one_pass.py::test_gradients_through_the_one_pass_are_the_two_pass_ones",
+    "tests/torch_ops/test_scatter_one_pass.py::test_the_launcher_from_ids_equals_it_from_offsets_at_every_config",
+    "tests/torch_ops/test_multiply_second_derivative.py::test_segment_reduce_hessian_and_gradgradcheck",
+    "tests/torch_ops/test_multiply_second_derivative.py::test_segment_product_scan_hessian_and_gradgradcheck",
+    "tests/records/test_reduce_records.py::test_a_new_scan_record_runs_through_segment_scan_with_its_derivatives",
 })
 
 
@@ -187,12 +201,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def fast(request):
-    """gradcheck's ``fast_mode`` (one random projection of the Jacobian) in the fast tier; every
-    entry of it with --full and --rest."""
-    return not full_jacobians(request.config)
-
-
-def full_jacobians(config) -> bool:
-    """Whether gradchecks compare every entry of the Jacobians (--full, --rest), not one random
-    projection of them (the fast tier, --sample)."""
-    return config.getoption("--full") or config.getoption("--rest")
+    """gradcheck's ``fast_mode`` (one random projection of the Jacobian, drawn anew for each
+    case) everywhere but --full, which compares every entry of every Jacobian. CI's --rest
+    takes the projections: over every case of every gradcheck they find a wrong derivative as
+    surely, at a fraction of the interpreted launches."""
+    return not request.config.getoption("--full")
