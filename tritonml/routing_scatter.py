@@ -232,11 +232,13 @@ def route_index_reduce(args, kwargs, inplace, readable):
                        lambda x, dim, index, source: _scatter.index_reduce(
                            x, dim, index, source, reduce, include_self=include_self))
     if call is not None and _extreme_without_self(reduce, include_self):
-        x, dim = call.input, index_arg(arguments["dim"])
+        x, dim, index = call.input, index_arg(arguments["dim"]), call.index
+        if dim is None:
+            return FALL_THROUGH
 
         def covered():
             rows = torch.zeros(x.shape[dim] if x.dim() else 1, dtype=torch.bool, device=x.device)
-            rows[call.index] = True
+            rows[index] = True
             shape = [1] * x.dim()
             if shape:
                 shape[dim] = -1
