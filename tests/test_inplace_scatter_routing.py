@@ -13,6 +13,7 @@ import torch
 from tritonml.core import torch_compat as _torch_compat
 from tritonml.routing import deterministic_routing, disable, use_tritonml
 from tritonml.runtime import trace as _trace
+from tests.routing_reset import no_routing_after_each_test  # noqa: F401 (autouse)
 
 # torch's own index_reduce (the oracle) warns that it is in beta; the warning is torch's
 pytestmark = pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta:UserWarning")
@@ -41,14 +42,6 @@ FORMS = {
     "index_put_(accumulate=True)": ((4, 3), (6, 3),
                                     lambda x, s: x.index_put_((ROWS,), s, accumulate=True)),
 }
-
-
-@pytest.fixture(autouse=True)
-def no_routing_after_each_test():
-    yield
-    disable()
-    torch.use_deterministic_algorithms(False)
-    deterministic_routing(True, devices="cuda")
 
 
 @contextlib.contextmanager

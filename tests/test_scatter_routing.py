@@ -24,6 +24,7 @@ from tritonml.runtime import trace as _trace
 from tritonml.core import torch_compat as _torch_compat
 from tritonml.torch_ops import scatter as _scatter
 from tests.timing import limit
+from tests.routing_reset import no_routing_after_each_test  # noqa: F401 (autouse)
 
 # torch's own index_reduce (the oracle) warns that it is in beta; the warning is torch's
 pytestmark = pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta:UserWarning")
@@ -40,14 +41,6 @@ TOLERANCE = {
 }
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64,
           torch.int8, torch.int32, torch.int64, torch.uint8)
-
-
-@pytest.fixture(autouse=True)
-def no_routing_after_each_test():
-    yield
-    disable()
-    torch.use_deterministic_algorithms(False)
-    deterministic_routing(True, devices="cuda")
 
 
 def mode_count() -> int:

@@ -13,6 +13,7 @@ from torch.overrides import TorchFunctionMode
 
 from tritonml.routing import deterministic_routing, disable, use_tritonml
 from tritonml.runtime import trace as _trace
+from tests.routing_reset import no_routing_after_each_test  # noqa: F401 (autouse)
 
 with warnings.catch_warnings():   # torch_geometric's import calls torch.jit.script, deprecated
     warnings.filterwarnings("ignore", "`torch.jit.script` is deprecated", DeprecationWarning)
@@ -104,14 +105,6 @@ def deterministic():
             torch.use_deterministic_algorithms(False)
             deterministic_routing(True, devices="cuda")
     return Block()
-
-
-@pytest.fixture(autouse=True)
-def no_routing_after_each_test():
-    yield
-    disable()
-    torch.use_deterministic_algorithms(False)
-    deterministic_routing(True, devices="cuda")
 
 
 class NoRouting:
