@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tritonml.core import torch_compat as _torch_compat
-from tritonml.routing import deterministic_routing, disable, use_tritonml
+from tritonml.routing import deterministic_routing, use_tritonml
 from tritonml.runtime import trace as _trace
 from tests.routing_reset import no_routing_after_each_test  # noqa: F401 (autouse)
 
