@@ -51,7 +51,8 @@ def index_of(kind: str, length: int, groups: int, seed: int) -> torch.Tensor:
 
 
 KINDS = ("random", "all same", "empty ends", "one huge", "sparse")
-REDUCES = ("sum", "mean", "mul", "min", "max")
+# torch_scatter's segment_coo reduces (it refuses "mul", as tritonml does)
+REDUCES = ("sum", "mean", "min", "max")
 
 
 # (an integer mean divides by counts in the dtype: the two-pass path's, tests/torch_ops/
@@ -67,7 +68,7 @@ def test_segment_coo_in_one_launch_matches_the_oracle_and_the_two_pass_bits(kind
                                                                             dtype):
     length, groups = 3000, 400
     index = index_of(kind, length, groups, 7)
-    src = values((length,), dtype, 3, "prod" if reduce == "mul" else "sum")
+    src = values((length,), dtype, 3, "sum")
     expected = reference.scatter_groups(src, index, 0, groups, reduce)
     got = tritonml.segment_coo(src, index, dim_size=groups, reduce=reduce)
     assert_matches(got, expected, dtype)
@@ -142,7 +143,7 @@ def test_gradients_through_the_one_pass_are_the_two_pass_ones(reduce, fast):
         (want,) = torch.autograd.grad((call(other) * weights).sum(), other)
     assert torch.equal(got, want)
     assert torch.autograd.gradcheck(call, (src.clone().requires_grad_(),), fast_mode=fast)
-    if reduce in ("sum", "mean", "mul"):
+    if reduce in ("sum", "mean"):
         assert torch.autograd.gradgradcheck(call, (src.clone().requires_grad_(),),
                                             fast_mode=fast)
 
