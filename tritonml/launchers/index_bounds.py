@@ -62,9 +62,9 @@ def read_index_bounds(keys: torch.Tensor, n_groups: Optional[int] = None
                  MAX_TILE_GROUPS=SEARCH_BLOCKS_PER_TILE * block_groups, WRITE_OFFSETS=write,
                  num_warps=warps)
     if trace.dry_run():   # (the kernel wrote nothing: torch reads the index instead)
-        least, greatest, descents = torch.stack(facts_by_torch(keys, 0)).tolist()
-        facts.copy_(torch.tensor([least, greatest, descents, 0]))
-        if write and descents == 0 and least >= 0 and greatest < n_groups:
+        for fact, value in zip((FACT_MIN, FACT_MAX, FACT_DESCENTS), facts_by_torch(keys, 0)):
+            facts[fact.value] = value
+        if write:   # (returned only where the facts below find the keys sorted)
             offsets.copy_(group_boundaries(keys, n_groups))
     read = facts.tolist()
     least, greatest, descents, left = (read[k.value]

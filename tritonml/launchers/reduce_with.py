@@ -69,8 +69,6 @@ def check_reduction_functions(reduction: Reduction, dtypes: tuple) -> None:
     has components (prepare, merge, along) or the reduction outputs (finish). A
     ``CombineError`` names the function, the reduction and the rule. Returns the source cannot
     show are the launch's (``reduction_error``)."""
-    import inspect
-
     counts = {"state": len(reduction.identity_for(dtypes)), "outputs": reduction.outputs}
     for role, params, returns in _state_combine.REDUCTION_ROLES:
         fn = getattr(reduction, role)
@@ -80,8 +78,7 @@ def check_reduction_functions(reduction: Reduction, dtypes: tuple) -> None:
             raise TypeError(f"{role}: {reduction.name}'s {role} must be a @triton.jit function, "
                             f"got {type(fn).__name__}")
         name = _state_combine.qualified_name(fn)
-        taken = [p for p in inspect.signature(fn.fn).parameters.values()
-                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        taken = _scan_checks.positional_parameters(fn)
         problem, lineno = None, None
         if len(taken) != 2:
             problem = TypeError(f"takes {len(taken)} parameter(s); a Reduction's {role} takes "

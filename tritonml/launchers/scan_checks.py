@@ -106,6 +106,15 @@ def as_tensors(name: str, value, arity: Optional[int]) -> tuple:
     return values
 
 
+def positional_parameters(jit_fn) -> list:
+    """The parameters of a ``@triton.jit`` function that its caller passes by position (a
+    combine's operands: keyword-only ones are not the states)."""
+    import inspect
+
+    return [p for p in inspect.signature(jit_fn.fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
 def own_statements(fn):
     """``(def node, its first line, the nodes of its own body)`` of a ``@triton.jit`` function's
     source (not those of functions defined inside it), or None where the source cannot be
@@ -153,15 +162,13 @@ def check_combine_fn(combine_fn, arity: int) -> None:
     ``tl.static_assert`` in the generated adapter, tritonml/records/state_combine.py). Errors name
     the function and the line."""
     import ast
-    import inspect
 
     from ..core.triton_compat import is_jit_function
     if not is_jit_function(combine_fn):
         raise TypeError(f"combine_fn: expected a @triton.jit function, got "
                         f"{_checks._type_name(combine_fn)}")
     name = _state_combine.qualified_name(combine_fn)
-    params = [p for p in inspect.signature(combine_fn.fn).parameters.values()
-              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    params = positional_parameters(combine_fn)
     if len(params) != 2:
         raise TypeError(f"combine_fn: {name} ({_state_combine.where(combine_fn)}) takes "
                         f"{len(params)} parameter(s); it must take exactly two states (the earlier "

@@ -447,24 +447,20 @@ def bincount(input: torch.Tensor, weights: Optional[torch.Tensor] = None,
     if input.numel() == 0:
         # torch's empty result is its counts' whatever the weights (int64, no gradient)
         return torch.zeros(minlength, dtype=torch.int64, device=input.device)
-    n = minlength
-    sorted_index = True
-    if input.numel():
-        # its values decide the result's size, so they are read even inside a transform: in
-        # grad's and jvp's wrappers, the same values at every level
-        plain = (input if torch.compiler.is_compiling()
-                 else _torch_compat.grad_unwrapped(input))
-        if plain is None:
-            raise ValueError("input: its values decide the result's size, so it cannot be "
-                             "batched by vmap (each element would have a size of its own; "
-                             "torch.bincount refuses it too): vmap over weights only")
-        input = plain
+    # its values decide the result's size, so they are read even inside a transform: in
+    # grad's and jvp's wrappers, the same values at every level
+    plain = input if torch.compiler.is_compiling() else _torch_compat.grad_unwrapped(input)
+    if plain is None:
+        raise ValueError("input: its values decide the result's size, so it cannot be "
+                         "batched by vmap (each element would have a size of its own; "
+                         "torch.bincount refuses it too): vmap over weights only")
+    input = plain
     # the checks' reduction reads 32- and 64-bit integers: narrower ones are widened first
     keys = input if input.dtype in (torch.int32, torch.int64) else input.to(torch.int32)
     lo, hi, descents, _ = read_index(keys, 0)
     if lo < 0:
         raise ValueError(f"input: values must be non-negative, found {lo}")
-    n, sorted_index = max(n, hi + 1), descents == 0
+    n, sorted_index = max(minlength, hi + 1), descents == 0
     if weights is None:
         return group_counts(keys, n, keys_sorted=sorted_index)
     grouping = group(weights.to(dtype), 0, keys, n, index_sorted=sorted_index)
