@@ -41,19 +41,19 @@ if INSTALLED:
 
 # ---------------------------------------------------------------------------------------------
 # Two tiers. ``pytest`` runs the fast tier (at most 5 minutes on 2 cores with -n 2): every test
-# function, but at most FAST_CASES of a parametrized function's cases (an even spread over them,
-# its first included; ONE_CASE functions, each case long (a gradcheck, processes), one), and
-# neither the FULL_ONLY modules nor the functions that cross-compile for sm_80/sm_90 (names with
-# "compile" and "sm80": minutes of ptxas). ``pytest --full`` runs every case of everything.
-# Two selections for CI, so that nothing runs twice there: ``--rest`` runs exactly what
-# ``--full`` adds to the fast tier (fast + rest = full), and ``--sample`` one case of each test
-# function of the fast tier (SAMPLE_CASES), the check of another install (the oldest supported
-# Triton, the installed wheel) that every test function still runs there.
+# function but the REST_ONLY ones, at most FAST_CASES of a parametrized function's cases (an
+# even spread over them, its first included; ONE_CASE functions, each case long (a gradcheck,
+# processes), one), and neither the FULL_ONLY modules nor the functions that cross-compile for
+# sm_80/sm_90 (names with "compile" and "sm80": minutes of ptxas). ``pytest --full`` runs every
+# case of everything. Two selections for CI, so that nothing runs twice there: ``--rest`` runs
+# exactly what ``--full`` adds to the fast tier (fast + rest = full), and ``--sample`` one case
+# of each test function of the fast tier (SAMPLE_CASES), the check of another install (the
+# installed wheel on the oldest supported Triton) that every test function still runs there.
 # ---------------------------------------------------------------------------------------------
 import math
 from collections import defaultdict
 
-FAST_CASES = 4
+FAST_CASES = 2
 SAMPLE_CASES = 1
 FULL_ONLY = frozenset({
     "test_gpu_compile", "test_reduce_gpu_compile", "test_negative_view_compile",  # ptxas
@@ -85,8 +85,67 @@ ONE_CASE = frozenset({
     "tests/records/test_reduce_records.py::test_a_new_scan_record_runs_through_segment_scan_with_its_derivatives",
 })
 
+# The fast tier's costliest functions, each case ten seconds or more of a loaded 2-core run
+# (pytest --durations, 2026-12-07: gradchecks, hessians, every config of a launcher, processes
+# that import torch afresh, the bench's whole pipeline): --rest runs them, every case; the fast
+# tier keeps every other function, so each module still has tests there.
+REST_ONLY = frozenset({
+    "tests/bench/test_bench.py::test_bench_writes_csv_json_png_with_exact_bytes_and_the_modeled_time",
+    "tests/bench/test_bench_segments.py::test_bench_rows_count_segment_and_padded_bytes_and_time_their_peers",
+    "tests/kernels/test_scan_chunked.py::test_cumulative_sum_and_product_through_the_torch_ops",
+    "tests/kernels/test_scan_chunked.py::test_first_order_recurrence",
+    "tests/kernels/test_scan_chunked.py::test_linear_recurrence_state_through_the_launcher_in_every_integer_width",
+    "tests/kernels/test_scan_chunked.py::test_matrix_products_keep_operand_order_across_chunks_and_groups",
+    "tests/kernels/test_scan_chunked.py::test_round_trips_per_program_do_not_grow_with_the_tiles_before_it",
+    "tests/kernels/test_scan_chunked.py::test_running_max_with_index_keeps_the_first_of_ties",
+    "tests/kernels/test_scan_chunked.py::test_sum_does_not_depend_on_program_order",
+    "tests/kernels/test_scan_chunked.py::test_the_same_input_gives_the_same_bits_whatever_ran_before",
+    "tests/launchers/test_linear_recurrence.py::test_gradcheck_and_double_backward",
+    "tests/launchers/test_linear_recurrence.py::test_long_sequence_accuracy_in_float32",
+    "tests/launchers/test_reduce_regimes.py::test_64_bit_offsets_give_the_same_result",
+    "tests/launchers/test_scan_initial.py::test_gradcheck_in_x_and_initial",
+    "tests/launchers/test_scan_initial.py::test_gradients_of_rank_0_and_empty_axes",
+    "tests/launchers/test_scan_initial.py::test_vmap_with_batched_and_unbatched_initials",
+    "tests/records/test_reduce_records.py::test_a_new_record_runs_through_segment_reduce_with_its_derivative",
+    "tests/runtime/test_resident_workspaces.py::test_a_resident_scan_makes_no_memset_launch_once_its_workspace_exists",
+    "tests/runtime/test_resident_workspaces.py::test_a_workspace_grows_for_a_longer_launch",
+    "tests/runtime/test_resident_workspaces.py::test_chunked_and_look_back_scans_share_one_workspace_in_turn",
+    "tests/runtime/test_threads.py::test_every_op_from_many_threads_at_once",
+    "tests/test_import_order.py::test_after_a_nested_jagged_tensor",
+    "tests/test_import_order.py::test_after_torch_compile",
+    "tests/test_import_order.py::test_an_explicit_request_for_compiled_triton_is_kept",
+    "tests/test_import_order.py::test_the_first_jagged_scan_prints_nothing",
+    "tests/test_import_time.py::test_cli_commands_add_little_to_torchs_import",
+    "tests/torch_ops/test_forward_ad.py::test_linear_recurrence_tangents_and_gradcheck",
+    "tests/torch_ops/test_forward_ad.py::test_reduce_gradcheck_forward_and_backward",
+    "tests/torch_ops/test_forward_ad.py::test_welford_tangents_match_torch_var_mean",
+    "tests/torch_ops/test_moments_nonfinite.py::test_nonfinite_elements_among_many_tiles_follow_the_rule",
+    "tests/torch_ops/test_multiply_second_derivative.py::test_routed_prod_and_cumprod_hessians_match_the_oracle",
+    "tests/torch_ops/test_multiply_second_derivative.py::test_segment_reduce_hessian_and_gradgradcheck",
+    "tests/torch_ops/test_scatter_autograd.py::test_double_backward_of_a_product",
+    "tests/torch_ops/test_scatter_autograd.py::test_gradcheck_other_forms",
+    "tests/torch_ops/test_scatter_autograd.py::test_gradcheck_reverse_and_forward",
+    "tests/torch_ops/test_scatter_determinism.py::test_same_bits_on_any_gpu_and_run",
+    "tests/torch_ops/test_scatter_one_pass.py::test_the_launcher_from_ids_equals_it_from_offsets_at_every_config",
+    "tests/torch_ops/test_segment_ops.py::test_gradcheck_with_empty_segments",
+    "tests/torch_ops/test_segment_ops.py::test_segment_reduce_gradcheck_reverse_and_forward",
+    "tests/torch_ops/test_segment_ops.py::test_segment_scan_gradcheck_reverse_and_forward",
+    "tests/torch_ops/test_torch_ops.py::test_cumulative_product_gradient_is_exact_with_zeros",
+    "tests/torch_ops/test_torch_ops.py::test_cumulative_sum_gradcheck_and_double_backward",
+    "tests/torch_ops/test_torch_ops.py::test_torch_compile_fullgraph_forward_and_backward",
+})
 
+
+@pytest.hookimpl(trylast=True)   # (after pytest-xdist's own, which sets --dist from -n)
 def pytest_configure(config):
+    # -n's default schedule ("load") hands a module's tests to either worker, so a module-scoped
+    # fixture (minutes of ptxas in the compile tests, spawned ranks, a site build) is computed
+    # once per worker that runs one of them: "loadgroup" keeps each such fixture's tests on one
+    # worker (the groups: _group_by_shared_fixtures), the other tests spread as before.
+    if getattr(config.option, "dist", "no") == "load":
+        config.option.dist = "loadgroup"
+    config.addinivalue_line("markers", "xdist_group(name): the tests of one name run on one "
+                            "pytest-xdist worker (registered here too for runs without xdist)")
     # A wheel ships the packages, not the repository: tests that read README.md, docs/,
     # pyproject.toml or the repository's own source files are left out of installed runs.
     config.addinivalue_line("markers", "source_tree: reads the repository's files (README.md, "
@@ -163,7 +222,7 @@ def _fast_tier(items: list, cases: int = FAST_CASES) -> set:
     """The ids of the items the fast tier keeps, at most ``cases`` of each test function."""
     by_function = defaultdict(list)
     for item in items:
-        if not _full_only(item):
+        if not _full_only(item) and item.nodeid.split("[")[0] not in REST_ONLY:
             by_function[item.nodeid.split("[")[0]].append(item)   # the function, not its case
     kept = set()
     for function, kept_cases in by_function.items():
@@ -172,12 +231,27 @@ def _fast_tier(items: list, cases: int = FAST_CASES) -> set:
     return kept
 
 
+def _group_by_shared_fixtures(items: list) -> None:
+    """Mark each test using a module- or session-scoped fixture of the suite's own with an
+    xdist_group named for the fixtures: under --dist loadgroup (pytest_configure) they run on
+    one worker."""
+    for item in items:
+        defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        shared = sorted(f"{_module_name(item)}.{name}" for name, fixture_defs in defs.items()
+                        if fixture_defs and fixture_defs[-1].scope in ("module", "session")
+                        and fixture_defs[-1].baseid)   # (not pytest's or a plugin's own)
+        if shared:
+            item.add_marker(pytest.mark.xdist_group("+".join(shared)))
+
+
+@pytest.hookimpl(tryfirst=True)   # (the groups marked before pytest-xdist reads them)
 def pytest_collection_modifyitems(config, items):
     if INSTALLED:
         source_tree = [item for item in items if item.get_closest_marker("source_tree")]
         if source_tree:
             config.hook.pytest_deselected(items=source_tree)
             items[:] = [item for item in items if not item.get_closest_marker("source_tree")]
+    _group_by_shared_fixtures(items)
     if config.getoption("--compile-only"):
         others = [item for item in items if not _cross_compiles(item)]
         if others:

@@ -148,3 +148,29 @@ def test_a_sorted_index_is_read_once_the_checks_bring_its_boundaries():
                                torch.from_numpy(index[shuffled]), dim=0, dim_size=40)
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
         assert len(calls) == 1
+
+
+
+def test_a_strided_index_is_searched_contiguous():
+    # torch.searchsorted warns (once a process) of copying strided boundaries: a user's strided
+    # index must not bring that warning, so the search is given the index contiguous: where the
+    # kernel leaves the boundaries to it, and in a dry run (which reads them from torch)
+    from tritonml.runtime import trace
+
+    values = np.array([0, 0, 1, 5])
+    want = np.searchsorted(values, np.arange(5001), side="left")
+    searched = []
+    search = torch.searchsorted
+
+    def contiguous_search(boundaries, *args, **kwargs):
+        searched.append(boundaries.is_contiguous())
+        return search(boundaries, *args, **kwargs)
+
+    with mock.patch.object(torch, "searchsorted", contiguous_search):
+        got = index_bounds.group_boundaries(_keys(values, torch.int64, 2), 5000)
+        np.testing.assert_array_equal(got.numpy(), want)
+        with trace.record(execute=False):
+            offsets = index_bounds.read_index_bounds(_keys(values, torch.int32, 3), 12)[3]
+        assert offsets is not None
+        np.testing.assert_array_equal(offsets.numpy(), want[:13])
+    assert searched == [True, True]

@@ -76,7 +76,10 @@ def read_index_bounds(keys: torch.Tensor, n_groups: Optional[int] = None
 def group_boundaries(sorted_keys: torch.Tensor, n_groups: int) -> torch.Tensor:
     """Where each key's run starts in ``sorted_keys`` (1-D, non-decreasing), and the end: the
     n_groups + 1 int64 boundaries ``index_bounds_kernel`` writes, searched by torch (int64, the
-    segment kernel's own type: int32 ones would be widened by a pass of their own)."""
+    segment kernel's own type: int32 ones would be widened by a pass of their own). Strided
+    keys are copied first, as torch would (it warns of the copy: a user's strided index is no
+    fault of theirs)."""
+    sorted_keys = sorted_keys.contiguous()
     wanted = torch.arange(n_groups + 1, device=sorted_keys.device, dtype=sorted_keys.dtype)
     if (not torch.compiler.is_compiling() and sorted_keys.numel()
             and _torch_compat.is_functorch_wrapped(sorted_keys)):

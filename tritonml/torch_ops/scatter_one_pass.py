@@ -27,6 +27,7 @@ import torch
 
 from tritonml_autotune import devices
 
+from ..launchers.index_bounds import group_boundaries
 from ..launchers.segment import ids_facts, segment_reduce_ids
 from ..records.builtin_reductions import record_of
 from .define import direct_call_allowed
@@ -103,8 +104,7 @@ class _OnePass(torch.autograd.Function):
         grad = grad_outputs[0]   # (the facts have none)
         src, line, out = ctx.saved_tensors
         # (the index was found sorted and in range before the result was returned)
-        groups = torch.arange(ctx.n + 1, device=line.device, dtype=line.dtype)
-        offsets = torch.searchsorted(line, groups)
+        offsets = group_boundaries(line, ctx.n)
         saved = SimpleNamespace(saved_tensors=(src, offsets, out), function=ctx.function,
                                 axis=ctx.axis, keepdims=False, initial=ctx.initial)
         return _reduce_backward(saved, grad)[0], None, None, None, None, None, None
