@@ -222,8 +222,9 @@ def _fast_tier(items: list, cases: int = FAST_CASES) -> set:
     """The ids of the items the fast tier keeps, at most ``cases`` of each test function."""
     by_function = defaultdict(list)
     for item in items:
-        if not _full_only(item) and item.nodeid.split("[")[0] not in REST_ONLY:
-            by_function[item.nodeid.split("[")[0]].append(item)   # the function, not its case
+        function = item.nodeid.split("[")[0]   # the function, not its case
+        if not _full_only(item) and function not in REST_ONLY:
+            by_function[function].append(item)
     kept = set()
     for function, kept_cases in by_function.items():
         stride = math.ceil(len(kept_cases) / (1 if function in ONE_CASE else cases))

@@ -150,7 +150,6 @@ def test_a_sorted_index_is_read_once_the_checks_bring_its_boundaries():
         assert len(calls) == 1
 
 
-
 def test_a_strided_index_is_searched_contiguous():
     # torch.searchsorted warns (once a process) of copying strided boundaries: a user's strided
     # index must not bring that warning, so the search is given the index contiguous: where the
